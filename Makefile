@@ -1,0 +1,32 @@
+# kube-cache-gateway — the two commands a newcomer needs:
+#   make demo   set up, then run the gateway against a local API server
+#   make test   set up, then run the whole test suite (real kube-apiserver included)
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test setup binaries bench clean
+
+demo: setup binaries
+	$(VENV)/bin/kube-cache-gateway demo
+
+test: setup binaries
+	$(PY) -m pytest
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+# etcd from Debian, kube-apiserver built once from Debian's source package and
+# cached under ~/.cache/kube-cache-gateway (skip with KCG_ETCD / KCG_KUBE_APISERVER).
+binaries: setup
+	$(PY) -m informer_core.testing.binaries
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

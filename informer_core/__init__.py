@@ -1,0 +1,48 @@
+"""informer_core: a Python port of client-go's ``tools/cache`` informer machinery.
+
+Threads, not goroutines. The public API is exactly ``__all__``; see the
+project's API contract for each name's behaviour.
+"""
+
+from informer_core.delta_fifo import Delta, DeletedFinalStateUnknown, DeltaFIFO, DeltaType
+from informer_core.errors import (
+    FIFOClosedError,
+    NotFoundError,
+    ResourceExpiredError,
+    SelectorError,
+    UnsupportedResourceError,
+)
+from informer_core.fields import FieldSelector, parse_field_selector
+from informer_core.labels import Selector, everything, parse_selector, selector_from_set
+from informer_core.store import (
+    NAMESPACE_INDEX,
+    Indexer,
+    deletion_handling_meta_namespace_key,
+    meta_namespace_index_func,
+    meta_namespace_key,
+    split_meta_namespace_key,
+)
+
+__all__ = [
+    "NAMESPACE_INDEX",
+    "Delta",
+    "DeletedFinalStateUnknown",
+    "DeltaFIFO",
+    "DeltaType",
+    "FIFOClosedError",
+    "FieldSelector",
+    "Indexer",
+    "NotFoundError",
+    "ResourceExpiredError",
+    "Selector",
+    "SelectorError",
+    "UnsupportedResourceError",
+    "deletion_handling_meta_namespace_key",
+    "everything",
+    "meta_namespace_index_func",
+    "meta_namespace_key",
+    "parse_field_selector",
+    "parse_selector",
+    "selector_from_set",
+    "split_meta_namespace_key",
+]

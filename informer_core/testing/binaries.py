@@ -1,0 +1,236 @@
+"""Provide etcd and kube-apiserver binaries for a local control plane.
+
+Resolution order, first hit wins:
+
+1. ``KCG_ETCD`` / ``KCG_KUBE_APISERVER`` — explicit paths to binaries.
+2. ``KUBEBUILDER_ASSETS`` — a directory holding ``etcd`` and ``kube-apiserver``
+   (what controller-runtime's ``setup-envtest`` produces).
+3. ``etcd`` from ``PATH`` (Debian's ``etcd-server``) and a kube-apiserver built
+   once from Debian's ``kubernetes`` source package, cached outside the repository
+   under ``$XDG_CACHE_HOME/kube-cache-gateway/`` keyed by the source version.
+
+Building takes minutes; progress goes to stderr. A file lock makes concurrent
+callers (two test runs, a test run and ``demo``) share one build.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from informer_core.errors import ClusterUnavailableError
+
+__all__ = ["Binaries", "cache_dir", "ensure_binaries", "main"]
+
+_DEB_SRC_FILE = Path("/etc/apt/sources.list.d/kube-cache-gateway-src.sources")
+_BUILD_PACKAGES = ["golang-go", "rsync", "jq", "golang-github-modern-go-reflect2-dev"]
+_REFLECT2_FIXED = Path("/usr/share/gocode/src/github.com/modern-go/reflect2")
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """Paths of the two control-plane binaries."""
+
+    etcd: Path
+    kube_apiserver: Path
+
+
+def cache_dir() -> Path:
+    """Where built binaries are kept between runs (never inside the repository)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "kube-cache-gateway"
+
+
+def _say(msg: str) -> None:
+    print(f"[local-cluster] {msg}", file=sys.stderr, flush=True)
+
+
+def _run(cmd: list[str], *, cwd: Path | None = None, env: dict | None = None,
+         log: Path | None = None) -> None:
+    """Run a command; on failure raise with the tail of its output."""
+    _say("$ " + " ".join(cmd))
+    if log is None:
+        proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, check=False)
+        output = proc.stdout
+    else:
+        with open(log, "a") as fh:
+            proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=fh,
+                                  stderr=subprocess.STDOUT, check=False)
+        output = log.read_text(errors="replace")
+    if proc.returncode != 0:
+        tail = "\n".join(output.splitlines()[-30:])
+        raise ClusterUnavailableError(
+            f"command failed ({proc.returncode}): {' '.join(cmd)}\n{tail}")
+
+
+def _is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _apt_install(packages: list[str]) -> None:
+    """Install Debian packages that are missing (needs root)."""
+    missing = [p for p in packages
+               if subprocess.run(["dpkg", "-s", p], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL).returncode != 0]
+    if not missing:
+        return
+    if not _is_root() or shutil.which("apt-get") is None:
+        raise ClusterUnavailableError(
+            f"Debian packages {missing} are needed; install them (as root: "
+            f"apt-get install -y {' '.join(missing)}) or point KCG_ETCD and "
+            "KCG_KUBE_APISERVER at your own binaries")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    _run(["apt-get", "update", "-q"], env=env)
+    _run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing], env=env)
+
+
+def _ensure_deb_src() -> None:
+    """Add a deb-src entry mirroring the machine's Debian source, then refresh apt."""
+    if _DEB_SRC_FILE.exists():
+        return
+    main = Path("/etc/apt/sources.list.d/debian.sources")
+    uris, signed_by, suite = "http://deb.debian.org/debian", "", "bookworm"
+    if main.exists():
+        for stanza in main.read_text().split("\n\n"):
+            fields = dict(line.split(":", 1) for line in stanza.splitlines()
+                          if ":" in line and not line.startswith("#"))
+            if "security" in fields.get("URIs", "") or "URIs" not in fields:
+                continue
+            uris = fields["URIs"].strip()
+            suite = fields.get("Suites", suite).split()[0]
+            signed_by = fields.get("Signed-By", "").strip()
+            break
+    text = f"Types: deb-src\nURIs: {uris}\nSuites: {suite}\nComponents: main\n"
+    if signed_by:
+        text += f"Signed-By: {signed_by}\n"
+    _DEB_SRC_FILE.write_text(text)
+    _run(["apt-get", "update", "-q"], env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+
+
+def _source_version() -> str:
+    """The Debian source version of ``kubernetes`` (the cache key)."""
+    proc = subprocess.run(["apt-cache", "showsrc", "kubernetes"], stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True, check=False)
+    for line in proc.stdout.splitlines():
+        if line.startswith("Version:"):
+            return line.split(":", 1)[1].strip()
+    raise ClusterUnavailableError("apt-cache knows no source package 'kubernetes'")
+
+
+def _build_kube_apiserver() -> Path:
+    """Build kube-apiserver from Debian's source package into the cache; return its path."""
+    if not _is_root():
+        raise ClusterUnavailableError(
+            "no kube-apiserver: building one from Debian's source needs root for apt-get; "
+            "set KCG_KUBE_APISERVER (or KUBEBUILDER_ASSETS) to your own binary")
+    _ensure_deb_src()
+    _apt_install(_BUILD_PACKAGES)
+    version = _source_version()
+    target_dir = cache_dir() / f"kube-apiserver-{version.replace(':', '_')}"
+    target = target_dir / "kube-apiserver"
+    if target.exists():
+        return target
+    target_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix="kcg-build-", dir=cache_dir()))
+    log = work / "build.log"
+    try:
+        _say(f"building kube-apiserver {version} from Debian's source once "
+             f"(about 7 minutes on 2 cores); log: {log}")
+        _run(["apt-get", "source", "-q", "kubernetes"], cwd=work, log=log)
+        src = next(p for p in work.iterdir() if p.is_dir() and p.name.startswith("kubernetes-"))
+        # Kubernetes 1.20 vendors reflect2 1.0.1, which faults under Go >= 1.18
+        # (fatal error in UnsafeMapType.UnsafeIterate); Debian's 1.0.2 has the same API.
+        vendored = src / "vendor/github.com/modern-go/reflect2"
+        for old in list(vendored.glob("*.go")) + list(vendored.glob("*.s")):
+            old.unlink()
+        for new in list(_REFLECT2_FIXED.glob("*.go")) + list(_REFLECT2_FIXED.glob("*.s")):
+            if not new.name.endswith("_test.go"):
+                shutil.copy2(new, vendored / new.name)
+        gopath = src / ".go"
+        (gopath / "src/k8s.io").mkdir(parents=True, exist_ok=True)
+        link = gopath / "src/k8s.io/kubernetes"
+        if not link.exists():
+            link.symlink_to("../../..")
+        home = work / "home"
+        home.mkdir(exist_ok=True)
+        env = dict(os.environ, GOPATH=str(gopath), CGO_ENABLED="0", HOME=str(home))
+        proc = subprocess.Popen(["make", "WHAT=cmd/kube-apiserver"], cwd=src, env=env,
+                                stdout=open(log, "a"), stderr=subprocess.STDOUT)
+        while proc.poll() is None:
+            time.sleep(15)
+            _say(f"  ... still building kube-apiserver ({time.monotonic() - started:.0f} s)")
+        if proc.returncode != 0:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+            raise ClusterUnavailableError(f"kube-apiserver build failed:\n{tail}")
+        built = src / "_output/bin/kube-apiserver"
+        tmp = target.with_suffix(".tmp")
+        shutil.copy2(built, tmp)
+        tmp.rename(target)
+        _say(f"built kube-apiserver in {time.monotonic() - started:.0f} s -> {target}")
+        return target
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _cached_kube_apiserver() -> Path | None:
+    found = sorted(cache_dir().glob("kube-apiserver-*/kube-apiserver"))
+    return found[-1] if found else None
+
+
+def ensure_binaries(build: bool = True) -> Binaries:
+    """Return usable binaries, installing etcd and building kube-apiserver if allowed.
+
+    Raises:
+        ClusterUnavailableError: when no binary can be found or made; the message
+            says what to install or which variable to set.
+    """
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    etcd = os.environ.get("KCG_ETCD") or (assets and str(Path(assets) / "etcd")) or None
+    apiserver = (os.environ.get("KCG_KUBE_APISERVER")
+                 or (assets and str(Path(assets) / "kube-apiserver")) or None)
+    for name, value in (("etcd", etcd), ("kube-apiserver", apiserver)):
+        if value and not os.access(value, os.X_OK):
+            raise ClusterUnavailableError(f"{name} binary {value!r} is not executable")
+    if etcd is None:
+        etcd = shutil.which("etcd") or ("/usr/bin/etcd" if os.access("/usr/bin/etcd", os.X_OK) else None)
+        if etcd is None and build:
+            _apt_install(["etcd-server"])
+            etcd = shutil.which("etcd") or "/usr/bin/etcd"
+        if etcd is None:
+            raise ClusterUnavailableError("no etcd: install Debian's etcd-server or set KCG_ETCD")
+    if apiserver is None:
+        cached = _cached_kube_apiserver()
+        if cached is None and build:
+            cache_dir().mkdir(parents=True, exist_ok=True)
+            with open(cache_dir() / "build.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                cached = _cached_kube_apiserver() or _build_kube_apiserver()
+        if cached is None:
+            raise ClusterUnavailableError(
+                "no kube-apiserver: run `make setup` to build it, or set KCG_KUBE_APISERVER")
+        apiserver = str(cached)
+    return Binaries(etcd=Path(etcd), kube_apiserver=Path(apiserver))
+
+
+def main() -> int:
+    """``python -m informer_core.testing.binaries``: make sure both binaries exist."""
+    try:
+        found = ensure_binaries(build=True)
+    except ClusterUnavailableError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"etcd: {found.etcd}\nkube-apiserver: {found.kube_apiserver}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

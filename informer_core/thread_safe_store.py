@@ -1,0 +1,247 @@
+"""ThreadSafeStore: the objects by key, the lock, and index upkeep.
+
+Invariants, held whenever the lock is free:
+
+- ``_indices[name][value]`` holds exactly the keys whose object's index function
+  ``name`` yields ``value``; no bucket is ever empty.
+- Objects are stored as ``EncodedObject``; an index function receives the
+  ``EncodedObject`` if it is marked ``accepts_encoded`` (the built-in ones are),
+  otherwise the decoded ``dict``.
+- A failing index function leaves the store exactly as it was.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from informer_core.encoded import EncodedObject
+
+__all__ = ["IndexFunc", "ThreadSafeStore", "accepts_encoded"]
+
+IndexFunc = Callable[[Any], list[str]]
+
+
+def accepts_encoded(func: IndexFunc) -> IndexFunc:
+    """Mark an index function as able to read an ``EncodedObject`` directly."""
+    func.accepts_encoded = True  # type: ignore[attr-defined]
+    return func
+
+
+class ThreadSafeStore:
+    """Objects by key plus indices; thread-safe. Callers treat returned objects as read-only."""
+
+    def __init__(self, indexers: Mapping[str, IndexFunc] | None = None) -> None:
+        self._lock = threading.RLock()  # guards _items, _indexers and _indices
+        self._items: dict[str, EncodedObject] = {}
+        self._indexers: dict[str, IndexFunc] = dict(indexers or {})
+        self._indices: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
+
+    # -- writes ---------------------------------------------------------------
+
+    def add(self, key: str, obj: EncodedObject) -> None:
+        """Insert or replace the object under ``key``."""
+        self.update(key, obj)
+
+    def update(self, key: str, obj: EncodedObject) -> None:
+        """Insert or replace the object under ``key``, keeping every index exact."""
+        with self._lock:
+            old = self._items.get(key)
+            changes = self._index_changes_locked(key, old, obj)
+            self._items[key] = obj
+            self._apply_locked(key, changes)
+
+    def delete(self, key: str) -> None:
+        """Remove ``key``, if present, and its index entries."""
+        with self._lock:
+            old = self._items.get(key)
+            if old is None:
+                return
+            changes = self._index_changes_locked(key, old, None)
+            del self._items[key]
+            self._apply_locked(key, changes)
+
+    def replace(self, items: Mapping[str, EncodedObject]) -> None:
+        """Swap in a whole new content and rebuild every index from it."""
+        values = {name: {} for name in self._indexers}  # type: dict[str, dict[str, set[str]]]
+        with self._lock:
+            indexers = dict(self._indexers)
+        # Compute the new indices outside the lock: index functions may decode.
+        for key, obj in items.items():
+            for name, func in indexers.items():
+                index = values[name]
+                for value in _call(func, obj, key, name):
+                    bucket = index.get(value)
+                    if bucket is None:
+                        index[value] = {key}
+                    else:
+                        bucket.add(key)
+        with self._lock:
+            if indexers.keys() != self._indexers.keys():  # indexers added meanwhile
+                for name in self._indexers.keys() - indexers.keys():
+                    values[name] = self._build_index(name, self._indexers[name], items)
+            self._items = dict(items)
+            self._indices = values
+
+    def add_indexers(self, indexers: Mapping[str, IndexFunc]) -> None:
+        """Add index functions, indexing what is already stored.
+
+        Raises:
+            ValueError: a name is already in use.
+        """
+        with self._lock:
+            clash = set(indexers) & set(self._indexers)
+            if clash:
+                raise ValueError(f"indexer conflict: {sorted(clash)}")
+            built = {name: self._build_index(name, func, self._items)
+                     for name, func in indexers.items()}
+            self._indexers.update(indexers)
+            self._indices.update(built)
+
+    # -- reads ----------------------------------------------------------------
+
+    def get(self, key: str) -> EncodedObject | None:
+        """Return the object under ``key``, or ``None``."""
+        return self._items.get(key)  # a single dict read is atomic
+
+    def list(self) -> list[EncodedObject]:
+        """Return every object."""
+        with self._lock:
+            return list(self._items.values())
+
+    def list_keys(self) -> list[str]:
+        """Return every key."""
+        with self._lock:
+            return list(self._items)
+
+    def items(self) -> list[tuple[str, EncodedObject]]:
+        """Return every (key, object) pair, consistently."""
+        with self._lock:
+            return list(self._items.items())
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def index_keys(self, index_name: str, value: str) -> list[str]:
+        """Return the keys whose index value is ``value``.
+
+        Raises:
+            KeyError: no index is called ``index_name``.
+        """
+        with self._lock:
+            index = self._index_locked(index_name)
+            return list(index.get(value, ()))
+
+    def by_index(self, index_name: str, value: str) -> list[EncodedObject]:
+        """Return the objects whose index value is ``value``.
+
+        Raises:
+            KeyError: no index is called ``index_name``.
+        """
+        with self._lock:
+            index = self._index_locked(index_name)
+            items = self._items
+            return [items[k] for k in index.get(value, ())]
+
+    def keys_for_values(self, index_name: str, values: Iterable[str]) -> set[str]:
+        """Return the union of the keys under each of ``values``.
+
+        Raises:
+            KeyError: no index is called ``index_name``.
+        """
+        with self._lock:
+            index = self._index_locked(index_name)
+            found: set[str] = set()
+            for value in values:
+                bucket = index.get(value)
+                if bucket:
+                    found |= bucket
+            return found
+
+    def bucket_size(self, index_name: str, value: str) -> int:
+        """Return how many keys are under ``value`` (0 for an unknown index)."""
+        with self._lock:
+            return len(self._indices.get(index_name, {}).get(value, ()))
+
+    def list_index_func_values(self, index_name: str) -> list[str]:
+        """Return every value ``index_name`` currently holds ([] for an unknown index)."""
+        with self._lock:
+            return list(self._indices.get(index_name, {}))
+
+    def get_indexers(self) -> dict[str, IndexFunc]:
+        """Return a copy of the index functions."""
+        with self._lock:
+            return dict(self._indexers)
+
+    def has_index(self, index_name: str) -> bool:
+        """Return whether ``index_name`` exists."""
+        return index_name in self._indexers
+
+    # -- helpers --------------------------------------------------------------
+
+    def _index_locked(self, index_name: str) -> dict[str, set[str]]:
+        """Caller holds self._lock."""
+        try:
+            return self._indices[index_name]
+        except KeyError:
+            raise KeyError(f"index with name {index_name!r} does not exist") from None
+
+    def _index_changes_locked(
+        self, key: str, old: EncodedObject | None, new: EncodedObject | None,
+    ) -> list[tuple[dict[str, set[str]], list[str], list[str]]]:
+        """Compute (index, values to drop, values to add) for every index; mutate nothing.
+
+        Caller holds self._lock.
+        """
+        changes = []
+        for name, func in self._indexers.items():
+            old_values = _call(func, old, key, name) if old is not None else []
+            new_values = _call(func, new, key, name) if new is not None else []
+            if old_values == new_values:
+                continue
+            changes.append((self._indices[name], old_values, new_values))
+        return changes
+
+    @staticmethod
+    def _apply_locked(key: str, changes: list[tuple[dict[str, set[str]], list[str], list[str]]]) -> None:
+        """Apply precomputed index changes. Caller holds self._lock."""
+        for index, old_values, new_values in changes:
+            for value in old_values:
+                bucket = index.get(value)
+                if bucket is not None:
+                    bucket.discard(key)
+                    if not bucket:
+                        del index[value]
+            for value in new_values:
+                bucket = index.get(value)
+                if bucket is None:
+                    index[value] = {key}
+                else:
+                    bucket.add(key)
+
+    @staticmethod
+    def _build_index(name: str, func: IndexFunc,
+                     items: Mapping[str, EncodedObject]) -> dict[str, set[str]]:
+        index: dict[str, set[str]] = {}
+        for key, obj in items.items():
+            for value in _call(func, obj, key, name):
+                index.setdefault(value, set()).add(key)
+        return index
+
+
+def _call(func: IndexFunc, obj: EncodedObject, key: str, name: str) -> list[str]:
+    """Run an index function, giving it the form it accepts; wrap its failures."""
+    arg: Any = obj if getattr(func, "accepts_encoded", False) else obj.to_dict()
+    try:
+        values = func(arg)
+    except Exception as exc:  # an index function is user code
+        raise ValueError(
+            f"unable to calculate an index entry for key {key!r} on index {name!r}: {exc}"
+        ) from exc
+    if values is None:
+        return []
+    if isinstance(values, str):
+        raise ValueError(
+            f"index function {name!r} returned a str for key {key!r}; it must return a list")
+    return list(values)

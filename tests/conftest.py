@@ -1,0 +1,25 @@
+"""Suite-wide fixtures: the real cluster plugin, and a guard against leaked threads."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+pytest_plugins = ["informer_core.testing.pytest_plugin"]
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_threads() -> Iterator[None]:
+    """Fail a test that leaves threads running that it started."""
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + 5.0
+    while True:
+        leaked = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+        if not leaked or time.monotonic() >= deadline:
+            break
+        time.sleep(0.02)
+    assert not leaked, f"test leaked threads: {[t.name for t in leaked]}"
