@@ -75,11 +75,16 @@ def _is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
+def _installed(package: str) -> bool:
+    """Return whether a Debian package is fully installed (not merely known to dpkg)."""
+    proc = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True, check=False)
+    return proc.returncode == 0 and proc.stdout.strip() == "install ok installed"
+
+
 def _apt_install(packages: list[str]) -> None:
     """Install Debian packages that are missing (needs root)."""
-    missing = [p for p in packages
-               if subprocess.run(["dpkg", "-s", p], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL).returncode != 0]
+    missing = [p for p in packages if not _installed(p)]
     if not missing:
         return
     if not _is_root() or shutil.which("apt-get") is None:
@@ -204,7 +209,8 @@ def ensure_binaries(build: bool = True) -> Binaries:
         etcd = shutil.which("etcd") or ("/usr/bin/etcd" if os.access("/usr/bin/etcd", os.X_OK) else None)
         if etcd is None and build:
             _apt_install(["etcd-server"])
-            etcd = shutil.which("etcd") or "/usr/bin/etcd"
+            etcd = shutil.which("etcd") or (
+                "/usr/bin/etcd" if os.access("/usr/bin/etcd", os.X_OK) else None)
         if etcd is None:
             raise ClusterUnavailableError("no etcd: install Debian's etcd-server or set KCG_ETCD")
     if apiserver is None:
