@@ -5,15 +5,33 @@ project's API contract for each name's behaviour.
 """
 
 from informer_core.delta_fifo import Delta, DeletedFinalStateUnknown, DeltaFIFO, DeltaType
+from informer_core.discovery import APIResource, Discovery
 from informer_core.errors import (
+    APIStatusError,
     FIFOClosedError,
     NotFoundError,
     ResourceExpiredError,
     SelectorError,
     UnsupportedResourceError,
 )
+from informer_core.factory import GenericInformer, GroupVersionResource, SharedInformerFactory
 from informer_core.fields import FieldSelector, parse_field_selector
+from informer_core.informer import (
+    ResourceEventHandler,
+    ResourceEventHandlerFuncs,
+    SharedIndexInformer,
+)
 from informer_core.labels import Selector, everything, parse_selector, selector_from_set
+from informer_core.lister import GenericLister, GenericNamespaceLister
+from informer_core.listwatch import (
+    ApiListerWatcher,
+    ListerWatcher,
+    ListOptions,
+    ListPage,
+    WatchEvent,
+    WatchStream,
+)
+from informer_core.reflector import Reflector
 from informer_core.store import (
     NAMESPACE_INDEX,
     Indexer,
@@ -25,6 +43,24 @@ from informer_core.store import (
 
 __all__ = [
     "NAMESPACE_INDEX",
+    "APIResource",
+    "APIStatusError",
+    "ApiListerWatcher",
+    "Discovery",
+    "GenericInformer",
+    "GenericLister",
+    "GenericNamespaceLister",
+    "GroupVersionResource",
+    "ListOptions",
+    "ListPage",
+    "ListerWatcher",
+    "Reflector",
+    "ResourceEventHandler",
+    "ResourceEventHandlerFuncs",
+    "SharedIndexInformer",
+    "SharedInformerFactory",
+    "WatchEvent",
+    "WatchStream",
     "Delta",
     "DeletedFinalStateUnknown",
     "DeltaFIFO",

@@ -1,0 +1,278 @@
+"""SharedInformerFactory: one shared informer per resource, started and stopped together.
+
+``for_resource(gvr)`` resolves the resource through discovery at once (so an
+unknown or unwatchable resource fails the caller, not a background thread)
+and returns the one ``GenericInformer`` for it, however many threads ask.
+
+A resource can disappear while its informer runs (a deleted CRD). client-go
+retries such an informer for ever; here, when a list answers 404 and discovery
+positively confirms the resource is gone (see ``Discovery.resource_gone``),
+the informer is stopped, ``on_resource_gone`` is told, and the next
+``for_resource`` for it builds a fresh one (or raises ``NotFoundError``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from informer_core.discovery import APIResource, Discovery, GroupVersionResource
+from informer_core.errors import NotFoundError
+from informer_core.informer import SharedIndexInformer
+from informer_core.lister import GenericLister
+from informer_core.listwatch import ApiListerWatcher, ListOptions
+
+__all__ = ["GenericInformer", "GroupVersionResource", "SharedInformerFactory", "default_api_client"]
+
+log = logging.getLogger(__name__)
+
+_JOIN_TIMEOUT = 10.0
+
+
+def default_api_client() -> Any:
+    """Return an ``ApiClient`` from the kubeconfig, else from the in-cluster environment."""
+    from kubernetes import client, config
+
+    try:
+        return config.new_client_from_config()
+    except (config.ConfigException, FileNotFoundError, OSError):
+        configuration = client.Configuration()
+        config.load_incluster_config(client_configuration=configuration)
+        return client.ApiClient(configuration)
+
+
+class GenericInformer:
+    """An informer for one resource, with its lister."""
+
+    def __init__(self, informer: SharedIndexInformer, resource: APIResource) -> None:
+        self._informer = informer
+        self.resource = resource
+        self._lister = GenericLister(informer.get_indexer(), resource.resource)
+        self.stop_event = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.gone_reason: str = ""
+        self.last_used = time.monotonic()
+
+    def informer(self) -> SharedIndexInformer:
+        return self._informer
+
+    def lister(self) -> GenericLister:
+        return self._lister
+
+    @property
+    def gvr(self) -> GroupVersionResource:
+        return self.resource.gvr
+
+    def stopped(self) -> bool:
+        """Return whether this informer was told to stop (gone, unloaded or shut down)."""
+        return self.stop_event.is_set()
+
+
+class SharedInformerFactory:
+    """Hands out shared informers per resource and runs them.
+
+    Args:
+        api_client: a ``kubernetes.client.ApiClient``; ``None`` loads the default
+            configuration (kubeconfig, else in-cluster).
+        default_resync: resync period of every informer (0: none).
+        namespace: watch only this namespace (``None``: all).
+        tweak_list_options: applied to every list and watch request.
+        page_size: ``limit`` of each list page.
+        transform: applied to every object before it is cached or delivered.
+        discovery: a ``Discovery`` to share (one is made otherwise).
+        on_resource_gone: ``fn(gvr, reason)`` when an informer is stopped because
+            its resource no longer exists.
+        configure_informer: ``fn(gvr, informer)`` for each new informer, before it runs
+            (to add handlers or indexers).
+    """
+
+    def __init__(self, api_client: Any = None, default_resync: float = 0.0,
+                 namespace: str | None = None,
+                 tweak_list_options: Callable[[ListOptions], None] | None = None, *,
+                 page_size: int = 500,
+                 transform: Callable[[dict], dict] | None = None,
+                 discovery: Discovery | None = None,
+                 on_resource_gone: Callable[[GroupVersionResource, str], None] | None = None,
+                 configure_informer: Callable[[GroupVersionResource, SharedIndexInformer], None] | None = None,
+                 ) -> None:
+        self.api_client = api_client if api_client is not None else default_api_client()
+        self.default_resync = default_resync
+        self.namespace = namespace or None
+        self._tweak = tweak_list_options
+        self._page_size = page_size
+        self._transform = transform
+        self.discovery = discovery or Discovery(self.api_client)
+        self._on_resource_gone = on_resource_gone
+        self._configure = configure_informer
+        self._lock = threading.Lock()  # guards everything below
+        self._informers: dict[GroupVersionResource, GenericInformer] = {}
+        self._stops: list[threading.Event] = []
+        self._relays: list[threading.Thread] = []
+        self._retired: list[GenericInformer] = []
+        self._shutting_down = False
+
+    # -- informers ---------------------------------------------------------------
+
+    def for_resource(self, gvr: GroupVersionResource | tuple[str, str, str]) -> GenericInformer:
+        """Return the shared informer for ``gvr``, creating it on first use.
+
+        Raises:
+            NotFoundError: the server does not serve the resource.
+            UnsupportedResourceError: it cannot be listed and watched.
+        """
+        gvr = GroupVersionResource(*gvr)
+        with self._lock:
+            existing = self._informers.get(gvr)
+            if existing is not None and not existing.stopped():
+                existing.last_used = time.monotonic()
+                return existing
+        resource = self.discovery.resolve(gvr)  # outside the lock: it may do I/O
+        with self._lock:
+            existing = self._informers.get(gvr)
+            if existing is not None and not existing.stopped():
+                existing.last_used = time.monotonic()
+                return existing
+            if existing is not None:
+                self._retired = [g for g in self._retired if g.thread is not None and g.thread.is_alive()]
+                self._retired.append(existing)
+            generic = self._new_informer(resource)
+            self._informers[gvr] = generic
+        if self._configure is not None:
+            self._configure(gvr, generic.informer())
+        return generic
+
+    def _new_informer(self, resource: APIResource) -> GenericInformer:
+        lister_watcher = ApiListerWatcher(
+            self.api_client, resource.path, namespaced=resource.namespaced,
+            namespace=self.namespace, tweak_list_options=self._tweak,
+            api_version=resource.api_version, kind=resource.kind)
+        informer = SharedIndexInformer(lister_watcher, resync_period=self.default_resync,
+                                       page_size=self._page_size, name=str(resource.gvr))
+        if self._transform is not None:
+            informer.set_transform(self._transform)
+        generic = GenericInformer(informer, resource)
+        informer.set_watch_error_handler(lambda exc: self._on_watch_error(generic, exc))
+        return generic
+
+    def informers(self) -> dict[GroupVersionResource, GenericInformer]:
+        """Return the current informers by resource (stopped ones included until replaced)."""
+        with self._lock:
+            return dict(self._informers)
+
+    # -- running -------------------------------------------------------------------
+
+    def start(self, stop: threading.Event) -> None:
+        """Start every informer not yet started; informers stop when ``stop`` is set.
+
+        Idempotent: informers already running are left alone. Does nothing after
+        ``shutdown``.
+        """
+        with self._lock:
+            if self._shutting_down:
+                return
+            if not any(s is stop for s in self._stops):
+                self._stops.append(stop)
+                relay = threading.Thread(target=self._relay_stop, args=(stop,),
+                                         name="informer-factory-stop", daemon=True)
+                self._relays.append(relay)
+                relay.start()
+            pending = [g for g in self._informers.values()
+                       if g.thread is None and not g.stopped()]
+            for generic in pending:
+                if stop.is_set():
+                    generic.stop_event.set()
+                    continue
+                generic.thread = threading.Thread(
+                    target=self._run_informer, args=(generic,),
+                    name=f"informer-{generic.gvr}", daemon=True)
+                generic.thread.start()
+
+    def _run_informer(self, generic: GenericInformer) -> None:
+        try:
+            generic.informer().run(generic.stop_event)
+        except Exception:  # noqa: BLE001 - a broken informer must not go unnoticed
+            log.exception("informer %s failed", generic.gvr)
+            generic.stop_event.set()
+
+    def _relay_stop(self, stop: threading.Event) -> None:
+        while not stop.wait(0.2):
+            if self._shutting_down:
+                return
+        with self._lock:
+            informers = list(self._informers.values()) + list(self._retired)
+        for generic in informers:
+            generic.stop_event.set()
+
+    def wait_for_cache_sync(self, stop: threading.Event | None = None,
+                            timeout: float | None = None) -> dict[GroupVersionResource, bool]:
+        """Wait until every started informer has synced, ``stop`` is set, or ``timeout`` passes.
+
+        Returns each started informer's sync state.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                started = {gvr: g for gvr, g in self._informers.items() if g.thread is not None}
+            state = {gvr: g.informer().has_synced() for gvr, g in started.items()}
+            if all(state.values()):
+                return state
+            if stop is not None and stop.is_set():
+                return state
+            if deadline is not None and time.monotonic() >= deadline:
+                return state
+            time.sleep(0.02)
+
+    def stop_informer(self, gvr: GroupVersionResource, reason: str = "stopped") -> bool:
+        """Stop one informer (e.g. idle); the next ``for_resource`` makes a fresh one.
+
+        Returns whether there was a running informer to stop.
+        """
+        gvr = GroupVersionResource(*gvr)
+        with self._lock:
+            generic = self._informers.get(gvr)
+            if generic is None or generic.stopped():
+                return False
+            generic.gone_reason = reason
+            generic.stop_event.set()
+            thread = generic.thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(_JOIN_TIMEOUT)
+        return True
+
+    def shutdown(self) -> None:
+        """Stop every informer and join every thread the factory started."""
+        with self._lock:
+            self._shutting_down = True
+            informers = list(self._informers.values()) + list(self._retired)
+            relays = list(self._relays)
+        for generic in informers:
+            generic.stop_event.set()
+        for generic in informers:
+            if generic.thread is not None:
+                generic.thread.join(_JOIN_TIMEOUT)
+                if generic.thread.is_alive():
+                    log.error("informer %s did not stop within %s s", generic.gvr, _JOIN_TIMEOUT)
+        for relay in relays:
+            relay.join(_JOIN_TIMEOUT)
+
+    # -- a resource that goes away ----------------------------------------------------
+
+    def _on_watch_error(self, generic: GenericInformer, exc: BaseException) -> None:
+        if not isinstance(exc, NotFoundError) or generic.stopped():
+            return
+        gvr = generic.gvr
+        if not self.discovery.resource_gone(gvr):
+            log.info("%s: 404, but discovery does not confirm the resource is gone; retrying", gvr)
+            return
+        reason = f"resource {gvr} no longer exists on the server"
+        log.warning("%s: stopping its informer", reason)
+        generic.gone_reason = reason
+        generic.stop_event.set()
+        if self._on_resource_gone is not None:
+            try:
+                self._on_resource_gone(gvr, reason)
+            except Exception:  # noqa: BLE001
+                log.exception("on_resource_gone callback failed for %s", gvr)

@@ -1,0 +1,555 @@
+"""SharedIndexInformer: a reflector, a DeltaFIFO, an indexer, and fan-out to handlers.
+
+The pipeline, as client-go's: the reflector lists and watches into a
+``DeltaFIFO``; one controller thread pops it and, for each delta, updates the
+indexer and then notifies every listener. Each listener owns an unbounded
+buffer and a thread of its own, so a slow handler delays nobody else.
+
+Objects enter the cache encoded (``EncodedObject``): each page and watch event
+is parsed once, transformed (``set_transform``), encoded once, and the parsed
+form dropped. Handlers still receive plain ``dict``s, decoded when delivered;
+handlers marked ``accepts_encoded = True`` receive the stored form itself.
+
+Relists are never silent: an object deleted while the watch was down reaches
+handlers as ``on_delete`` with a ``DeletedFinalStateUnknown``; one changed while
+down arrives as ``on_update``; a relisted object whose resourceVersion did not
+change counts as a resync (delivered only to listeners due for one).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol
+
+from informer_core.delta_fifo import Delta, DeletedFinalStateUnknown, DeltaFIFO, DeltaType
+from informer_core.encoded import EncodedObject
+from informer_core.errors import FIFOClosedError
+from informer_core.listwatch import ListerWatcher, ListOptions, ListPage, WatchEvent, WatchStream
+from informer_core.reflector import Reflector, ReflectorStats
+from informer_core.store import (
+    LABEL_INDEX,
+    EncodedView,
+    Indexer,
+    IndexFunc,
+    label_index_func,
+)
+
+__all__ = [
+    "ResourceEventHandler",
+    "ResourceEventHandlerFuncs",
+    "SharedIndexInformer",
+    "HandlerRegistration",
+]
+
+log = logging.getLogger(__name__)
+
+MINIMUM_RESYNC_PERIOD = 1.0
+_POP_TIMEOUT = 0.25
+
+
+class ResourceEventHandler(Protocol):
+    """Receives notifications; called on the listener's own thread, one at a time."""
+
+    def on_add(self, obj: Any, is_in_initial_list: bool) -> None: ...
+
+    def on_update(self, old: Any, new: Any) -> None: ...
+
+    def on_delete(self, obj: Any) -> None: ...
+
+
+class ResourceEventHandlerFuncs:
+    """Adapt plain callables to ``ResourceEventHandler``; a missing one ignores its event."""
+
+    def __init__(self, add_func: Callable[[Any], None] | None = None,
+                 update_func: Callable[[Any, Any], None] | None = None,
+                 delete_func: Callable[[Any], None] | None = None) -> None:
+        self.add_func = add_func
+        self.update_func = update_func
+        self.delete_func = delete_func
+
+    def on_add(self, obj: Any, is_in_initial_list: bool) -> None:
+        if self.add_func is not None:
+            self.add_func(obj)
+
+    def on_update(self, old: Any, new: Any) -> None:
+        if self.update_func is not None:
+            self.update_func(old, new)
+
+    def on_delete(self, obj: Any) -> None:
+        if self.delete_func is not None:
+            self.delete_func(obj)
+
+
+# -- notifications --------------------------------------------------------------
+
+def _decode(obj: Any) -> Any:
+    if isinstance(obj, EncodedObject):
+        return obj.to_dict()
+    if isinstance(obj, DeletedFinalStateUnknown) and isinstance(obj.obj, EncodedObject):
+        return DeletedFinalStateUnknown(obj.key, obj.obj.to_dict())
+    return obj
+
+
+class _Notification:
+    """One event for listeners; decoded at most once, on the first listener's thread."""
+
+    __slots__ = ("kind", "old", "new", "initial", "_decoded")
+
+    def __init__(self, kind: str, new: Any, old: Any = None, initial: bool = False) -> None:
+        self.kind = kind  # "add", "update" or "delete"
+        self.new = new
+        self.old = old
+        self.initial = initial
+        self._decoded: tuple[Any, Any] | None = None
+
+    def decoded(self) -> tuple[Any, Any]:
+        decoded = self._decoded
+        if decoded is None:  # a benign race: two threads may both decode, equal results
+            decoded = self._decoded = (_decode(self.new), _decode(self.old))
+        return decoded
+
+    def deliver(self, handler: Any) -> None:
+        if getattr(handler, "accepts_encoded", False):
+            new, old = self.new, self.old
+        else:
+            new, old = self.decoded()
+        if self.kind == "add":
+            handler.on_add(new, self.initial)
+        elif self.kind == "update":
+            handler.on_update(old, new)
+        else:
+            handler.on_delete(new)
+
+
+# -- listeners and the shared processor -------------------------------------------
+
+class HandlerRegistration:
+    """Returned by ``add_event_handler``; pass it to ``remove_event_handler``."""
+
+    def __init__(self, listener: _ProcessorListener, informer: SharedIndexInformer) -> None:
+        self._listener = listener
+        self._informer = informer
+
+    def has_synced(self) -> bool:
+        """Return whether the informer synced and this handler saw the whole initial list."""
+        return self._informer.has_synced() and self._listener.initial_delivered()
+
+
+class _ProcessorListener:
+    """One handler with its own unbounded buffer and thread."""
+
+    def __init__(self, handler: Any, requested_resync: float, resync: float,
+                 clock: Callable[[], float]) -> None:
+        self.handler = handler
+        self.requested_resync_period = requested_resync
+        self.resync_period = resync
+        self._clock = clock
+        self.next_resync = clock() + resync
+        self._cond = threading.Condition()  # guards _buffer, _stopped, _pending_initial
+        self._buffer: deque[_Notification] = deque()
+        self._stopped = False
+        self._pending_initial = 0
+        self._thread: threading.Thread | None = None
+
+    def add(self, notification: _Notification) -> None:
+        with self._cond:
+            if notification.initial:
+                self._pending_initial += 1
+            self._buffer.append(notification)
+            self._cond.notify()
+
+    def initial_delivered(self) -> bool:
+        with self._cond:
+            return self._pending_initial == 0
+
+    def start(self, name: str) -> None:
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def should_resync(self, now: float) -> bool:
+        return self.resync_period != 0 and now >= self.next_resync
+
+    def determine_next_resync(self, now: float) -> None:
+        self.next_resync = now + self.resync_period
+
+    def set_resync_period(self, period: float) -> None:
+        self.resync_period = period
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._buffer and not self._stopped:
+                    self._cond.wait()
+                if self._stopped:
+                    return
+                notification = self._buffer.popleft()
+            try:
+                notification.deliver(self.handler)
+            except Exception:  # noqa: BLE001 - a failing handler must not stop the others
+                log.exception("event handler %r failed on %s", self.handler, notification.kind)
+            finally:
+                if notification.initial:
+                    with self._cond:
+                        self._pending_initial -= 1
+
+
+def _determine_resync_period(desired: float, check: float) -> float:
+    if desired == 0:
+        return 0.0
+    if check == 0:
+        log.warning("resync period %s requested but the informer does not resync", desired)
+        return 0.0
+    return max(desired, check)
+
+
+class _SharedProcessor:
+    """Fans notifications out to listeners; decides which are due for a resync."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._lock = threading.RLock()  # guards the lists and _started
+        self._listeners: list[_ProcessorListener] = []
+        self._syncing: list[_ProcessorListener] = []
+        self._started = False
+
+    def add_listener(self, listener: _ProcessorListener) -> None:
+        with self._lock:
+            # Not "syncing" until a resync check finds it due: a listener without a
+            # resync period never receives sync notifications (a relist's unchanged
+            # objects included).
+            self._listeners.append(listener)
+            if self._started:
+                listener.start(f"informer-listener-{len(self._listeners)}")
+
+    def remove_listener(self, listener: _ProcessorListener) -> None:
+        with self._lock:
+            if listener not in self._listeners:
+                return
+            self._listeners.remove(listener)
+            if listener in self._syncing:
+                self._syncing.remove(listener)
+        listener.stop()
+        listener.join(5.0)
+
+    def distribute(self, notification: _Notification, sync: bool) -> None:
+        with self._lock:
+            targets = self._syncing if sync else self._listeners
+            for listener in targets:
+                listener.add(notification)
+
+    def run(self) -> None:
+        with self._lock:
+            self._started = True
+            for i, listener in enumerate(self._listeners):
+                listener.start(f"informer-listener-{i + 1}")
+
+    def stop(self) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener.stop()
+        for listener in listeners:
+            listener.join(5.0)
+
+    def should_resync(self) -> bool:
+        with self._lock:
+            now = self._clock()
+            self._syncing = []
+            needed = False
+            for listener in self._listeners:
+                if listener.should_resync(now):
+                    needed = True
+                    self._syncing.append(listener)
+                    listener.determine_next_resync(now)
+            return needed
+
+    def resync_check_period_changed(self, check: float) -> None:
+        with self._lock:
+            for listener in self._listeners:
+                listener.set_resync_period(
+                    _determine_resync_period(listener.requested_resync_period, check))
+
+    def listener_count(self) -> int:
+        with self._lock:
+            return len(self._listeners)
+
+
+# -- the encoding stage -------------------------------------------------------------
+
+class _EncodingListerWatcher:
+    """Transforms and encodes each item as it arrives, so parsed pages never pile up."""
+
+    def __init__(self, inner: ListerWatcher, informer: SharedIndexInformer) -> None:
+        self._inner = inner
+        self._informer = informer
+
+    def _encode(self, obj: Any) -> Any:
+        if isinstance(obj, EncodedObject):
+            transform = self._informer._transform
+            return obj if transform is None else EncodedObject.from_dict(transform(obj.to_dict()))
+        if isinstance(obj, dict):
+            transform = self._informer._transform
+            if transform is not None:
+                obj = transform(obj)
+            return EncodedObject.from_dict(obj)
+        return obj
+
+    def list(self, options: ListOptions) -> ListPage:
+        page = self._inner.list(options)
+        return ListPage([self._encode(o) for o in page.items], page.resource_version,
+                        page.continue_token)
+
+    def watch(self, options: ListOptions) -> WatchStream:
+        return _EncodingStream(self._inner.watch(options), self._encode)
+
+    def abort(self) -> None:
+        abort = getattr(self._inner, "abort", None)
+        if abort is not None:
+            abort()
+
+
+class _EncodingStream:
+    def __init__(self, inner: WatchStream, encode: Callable[[Any], Any]) -> None:
+        self._inner = inner
+        self._encode = encode
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        for event in self._inner:
+            if event.type in ("ADDED", "MODIFIED", "DELETED"):
+                yield WatchEvent(event.type, self._encode(event.object))
+            else:
+                yield event
+
+    def stop(self) -> None:
+        self._inner.stop()
+
+
+# -- the informer ---------------------------------------------------------------------
+
+class SharedIndexInformer:
+    """client-go's ``SharedIndexInformer``; see the module docstring.
+
+    Args:
+        lister_watcher: where objects come from.
+        resync_period: default resync period of handlers (0: none).
+        indexers: extra indexes; the namespace and label indexes are built in.
+        page_size: ``limit`` of each list page.
+    """
+
+    def __init__(self, lister_watcher: ListerWatcher, resync_period: float = 0.0,
+                 indexers: Mapping[str, IndexFunc] | None = None, *, page_size: int = 500,
+                 name: str = "", clock: Callable[[], float] = time.monotonic) -> None:
+        all_indexers: dict[str, IndexFunc] = {LABEL_INDEX: label_index_func}
+        all_indexers.update(indexers or {})
+        self._indexer = Indexer(indexers=all_indexers)
+        self._lw = lister_watcher
+        self._default_resync = resync_period
+        self._resync_check_period = resync_period
+        self._page_size = page_size
+        self.name = name or type(lister_watcher).__name__
+        self._clock = clock
+        self._processor = _SharedProcessor(clock)
+        self._transform: Callable[[dict], dict] | None = None
+        self._watch_error_handler: Callable[[BaseException], None] | None = None
+        self._lock = threading.Lock()  # guards _started, _stopped, _fifo, _reflector
+        self._block_deltas = threading.RLock()  # held while deltas are handled
+        self._started = False
+        self._stopped = False
+        self._fifo: DeltaFIFO | None = None
+        self._reflector: Reflector | None = None
+
+    # -- configuration (before run) ---------------------------------------------------
+
+    def set_transform(self, fn: Callable[[dict], dict] | None) -> None:
+        """Apply ``fn(obj) -> obj`` to every object before it is stored or delivered.
+
+        Raises:
+            RuntimeError: the informer has already started.
+        """
+        self._check_not_started("set_transform")
+        self._transform = fn
+
+    def set_watch_error_handler(self, fn: Callable[[BaseException], None] | None) -> None:
+        """Call ``fn(exc)`` on each failed list and each failed or broken watch.
+
+        Raises:
+            RuntimeError: the informer has already started.
+        """
+        self._check_not_started("set_watch_error_handler")
+        self._watch_error_handler = fn
+
+    def add_indexers(self, indexers: Mapping[str, IndexFunc]) -> None:
+        """Add indexes (allowed after start too; existing objects are indexed).
+
+        Raises:
+            ValueError: an index name is already in use.
+        """
+        self._indexer.add_indexers(indexers)
+
+    def _check_not_started(self, what: str) -> None:
+        with self._lock:
+            if self._started:
+                raise RuntimeError(f"{what}: informer {self.name!r} has already started")
+
+    # -- handlers ------------------------------------------------------------------------
+
+    def add_event_handler(self, handler: Any, resync_period: float | None = None) -> HandlerRegistration:
+        """Register a handler; after start it first gets ``on_add`` for everything cached.
+
+        Raises:
+            RuntimeError: the informer has stopped.
+        """
+        with self._lock:
+            if self._stopped:
+                raise RuntimeError(f"informer {self.name!r} has stopped; handler not added")
+            started = self._started
+        if resync_period is None:
+            resync_period = self._default_resync
+        if resync_period > 0:
+            resync_period = max(resync_period, MINIMUM_RESYNC_PERIOD)
+            if resync_period < self._resync_check_period:
+                if started:
+                    log.warning("resync period %s is below the informer's check period %s; "
+                                "using %s", resync_period, self._resync_check_period,
+                                self._resync_check_period)
+                    resync_period = self._resync_check_period
+                else:
+                    self._resync_check_period = resync_period
+                    self._processor.resync_check_period_changed(resync_period)
+        listener = _ProcessorListener(
+            handler, resync_period,
+            _determine_resync_period(resync_period, self._resync_check_period), self._clock)
+        registration = HandlerRegistration(listener, self)
+        with self._block_deltas:
+            self._processor.add_listener(listener)
+            if started:
+                for obj in self._indexer.list_encoded():
+                    listener.add(_Notification("add", obj, initial=True))
+        return registration
+
+    def remove_event_handler(self, registration: HandlerRegistration) -> None:
+        """Stop delivering to a handler and end its thread."""
+        self._processor.remove_listener(registration._listener)
+
+    # -- running ---------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Run until ``stop`` is set (blocking); then stop every thread it started.
+
+        Raises:
+            RuntimeError: the informer was run before.
+        """
+        with self._lock:
+            if self._started:
+                raise RuntimeError(f"informer {self.name!r} has already been started")
+            if self._stopped:
+                raise RuntimeError(f"informer {self.name!r} has stopped")
+            self._started = True
+            fifo = DeltaFIFO(known_objects=EncodedView(self._indexer),
+                             emit_delta_type_replaced=True)
+            reflector = Reflector(
+                _EncodingListerWatcher(self._lw, self), fifo,
+                resync_period=self._resync_check_period, page_size=self._page_size,
+                name=self.name, should_resync=self._processor.should_resync,
+                watch_error_handler=self._on_watch_error, clock=self._clock)
+            self._fifo, self._reflector = fifo, reflector
+        self._processor.run()
+        reflector_thread = threading.Thread(target=reflector.run, args=(stop,),
+                                            name=f"reflector-{self.name}", daemon=True)
+        reflector_thread.start()
+        try:
+            while not stop.is_set():
+                try:
+                    fifo.pop(self.handle_deltas, timeout=_POP_TIMEOUT)
+                except TimeoutError:
+                    continue
+                except FIFOClosedError:
+                    break
+                except Exception:  # noqa: BLE001 - e.g. a failing custom index function
+                    log.exception("%s: failed to process deltas", self.name)
+        finally:
+            fifo.close()
+            reflector_thread.join()
+            self._processor.stop()
+            with self._lock:
+                self._stopped = True
+
+    def handle_deltas(self, deltas: list[Delta], is_in_initial_list: bool) -> None:
+        """Apply one key's deltas to the indexer, then notify listeners (in order)."""
+        indexer = self._indexer
+        with self._block_deltas:
+            for delta in deltas:
+                obj = delta.object
+                if delta.type is DeltaType.DELETED:
+                    indexer.delete(obj)
+                    self._processor.distribute(_Notification("delete", obj), sync=False)
+                    continue
+                if not isinstance(obj, EncodedObject):
+                    obj = EncodedObject.from_dict(obj)
+                old = indexer.get_encoded_by_key(obj.key)
+                if old is not None:
+                    indexer.update(obj)
+                    sync = delta.type is DeltaType.SYNC or (
+                        delta.type is DeltaType.REPLACED
+                        and obj.resource_version == old.resource_version)
+                    self._processor.distribute(_Notification("update", obj, old), sync=sync)
+                else:
+                    indexer.add(obj)
+                    self._processor.distribute(
+                        _Notification("add", obj, initial=is_in_initial_list), sync=False)
+
+    def _on_watch_error(self, exc: BaseException) -> None:
+        handler = self._watch_error_handler
+        if handler is not None:
+            handler(exc)
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def has_synced(self) -> bool:
+        """Return whether the initial list has been fully processed into the indexer."""
+        fifo = self._fifo
+        return fifo is not None and fifo.has_synced()
+
+    def is_started(self) -> bool:
+        """Return whether ``run`` was called."""
+        return self._started
+
+    def is_stopped(self) -> bool:
+        """Return whether ``run`` has returned."""
+        return self._stopped
+
+    def last_sync_resource_version(self) -> str:
+        """Return the resourceVersion the cache was last brought up to ("" before the list)."""
+        reflector = self._reflector
+        return reflector.last_sync_resource_version() if reflector is not None else ""
+
+    def reflector_stats(self) -> ReflectorStats | None:
+        """Return the reflector's counters (``None`` before start)."""
+        reflector = self._reflector
+        return reflector.stats if reflector is not None else None
+
+    def get_store(self) -> Indexer:
+        """Return the indexer (read-only to callers)."""
+        return self._indexer
+
+    def get_indexer(self) -> Indexer:
+        """Return the indexer (read-only to callers)."""
+        return self._indexer
+
+    def handler_count(self) -> int:
+        """Return the number of registered handlers."""
+        return self._processor.listener_count()
+

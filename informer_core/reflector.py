@@ -1,0 +1,361 @@
+"""Reflector: keeps a store in step with the API server by one LIST, then WATCH.
+
+Behaviour as client-go's reflector:
+
+- The first list asks ``resourceVersion="0"`` (the API server may answer from
+  its watch cache) with ``limit=page_size``; continue pages carry no resource
+  version; the pages go to the store as one ``replace``.
+- A relist asks for the last synced resource version — without a limit, unless
+  the first list came back in pages, so that the watch cache answers it; if
+  that version is gone (410) it asks again with ``""`` (the latest, from etcd).
+- Watches ask for bookmarks and a server timeout drawn from [5, 10) minutes,
+  with a client read timeout a little longer, so a dead connection cannot hang
+  a watch for ever. A watch that the server closes cleanly resumes from the
+  last resource version seen (bookmarks advance it). A watch that breaks (API
+  server restart) is retried from there after a backoff; a 410 relists.
+- Failures are spaced by exponential backoff with jitter (0.8 s doubling to
+  30 s, reset after 2 minutes without failures). Every failed list and every
+  failed or broken watch is reported to the watch-error handler.
+- ``stop`` is honoured within a second wherever the reflector is: a helper
+  thread aborts the call in flight by shutting its socket down.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from informer_core.backoff import ExponentialBackoff
+from informer_core.encoded import EncodedObject
+from informer_core.errors import APIStatusError, ResourceExpiredError, WatchAbortedError
+from informer_core.listwatch import (
+    ListerWatcher,
+    ListOptions,
+    ListPage,
+    WatchEvent,
+    WatchStream,
+    status_error,
+)
+
+__all__ = [
+    "ListOptions",
+    "ListPage",
+    "ListerWatcher",
+    "Reflector",
+    "ReflectorStats",
+    "ReflectorStore",
+    "ResourceExpiredError",
+    "WatchEvent",
+    "WatchStream",
+    "resource_version_of",
+]
+
+log = logging.getLogger(__name__)
+
+MIN_WATCH_TIMEOUT = 300.0  # seconds; each watch asks for [MIN, 2*MIN)
+_SUPERVISE_INTERVAL = 0.2
+
+
+class ReflectorStore(Protocol):
+    """The part of a store the reflector writes to."""
+
+    def add(self, obj: Any) -> None: ...
+
+    def update(self, obj: Any) -> None: ...
+
+    def delete(self, obj: Any) -> None: ...
+
+    def replace(self, objs: list[Any], resource_version: str) -> None: ...
+
+    def resync(self) -> None: ...
+
+
+@dataclass
+class ReflectorStats:
+    """Counters for operators (read without locking; each is updated atomically)."""
+
+    lists: int = 0
+    relists: int = 0
+    list_pages: int = 0
+    watches: int = 0
+    watch_errors: int = 0
+    events: int = 0
+    last_event_time: float = 0.0  # time.time() of the last watch event or list
+
+
+def resource_version_of(obj: Any) -> str:
+    """Return an object's ``metadata.resourceVersion`` ("" if it has none)."""
+    if isinstance(obj, EncodedObject):
+        return obj.resource_version
+    if isinstance(obj, dict):
+        meta = obj.get("metadata")
+        if isinstance(meta, dict):
+            return str(meta.get("resourceVersion") or "")
+    return ""
+
+
+class _VeryShortWatchError(ConnectionError):
+    """A watch closed within a second having delivered nothing."""
+
+
+class Reflector:
+    """Lists then watches one resource into ``store``; see the module docstring.
+
+    Args:
+        lister_watcher: the source (``list``/``watch``; ``abort()`` if it has one).
+        store: receives ``replace`` after each (paged) list, ``add``/``update``/
+            ``delete`` per watch event, and ``resync`` every ``resync_period``.
+        resync_period: seconds between resyncs; 0 for none.
+        page_size: ``limit`` of each list page.
+        should_resync: asked before each resync (the informer's processor
+            answers whether any listener is due).
+        watch_error_handler: called with each list or watch failure.
+    """
+
+    def __init__(self, lister_watcher: ListerWatcher, store: ReflectorStore,
+                 resync_period: float = 0.0, page_size: int = 500, *, name: str = "",
+                 should_resync: Callable[[], bool] | None = None,
+                 watch_error_handler: Callable[[BaseException], None] | None = None,
+                 backoff: ExponentialBackoff | None = None,
+                 min_watch_timeout: float = MIN_WATCH_TIMEOUT,
+                 clock: Callable[[], float] = time.monotonic,
+                 rng: Callable[[], float] = random.random) -> None:
+        self._lw = lister_watcher
+        self._store = store
+        self.resync_period = resync_period
+        self.page_size = page_size
+        self.name = name or type(lister_watcher).__name__
+        self._should_resync = should_resync
+        self.watch_error_handler = watch_error_handler
+        self._backoff = backoff or ExponentialBackoff(clock=clock, rng=rng)
+        self._min_watch_timeout = min_watch_timeout
+        self._clock = clock
+        self._rng = rng
+        self._lock = threading.Lock()  # guards the fields below
+        self._last_sync_rv = ""
+        self._last_sync_rv_unavailable = False
+        self._stream: WatchStream | None = None
+        self._paginated = False  # the first list came in pages: the server honours limit
+        self.stats = ReflectorStats()
+
+    # -- public ----------------------------------------------------------------
+
+    def last_sync_resource_version(self) -> str:
+        """Return the resourceVersion the store was last brought up to."""
+        with self._lock:
+            return self._last_sync_rv
+
+    def run(self, stop: threading.Event) -> None:
+        """List and watch until ``stop`` is set, backing off between failures."""
+        while not stop.is_set():
+            try:
+                self.list_and_watch(stop)
+            except WatchAbortedError:
+                pass
+            except Exception as exc:  # noqa: BLE001 - every failure is reported, then retried
+                self._report(exc)
+            if stop.wait(self._backoff.next_delay()):
+                break
+
+    def list_and_watch(self, stop: threading.Event) -> None:
+        """List everything, then watch until the watch fails or ``stop`` is set.
+
+        Returns normally when a relist is due; raises the list's error if the
+        list fails.
+        """
+        done = threading.Event()
+        helper = threading.Thread(target=self._supervise, args=(stop, done),
+                                  name=f"reflector-supervisor-{self.name}", daemon=True)
+        helper.start()
+        try:
+            self._list(stop)
+            self._watch_loop(stop)
+        finally:
+            done.set()
+            helper.join()
+
+    # -- list ------------------------------------------------------------------
+
+    def _relist_resource_version(self) -> str:
+        with self._lock:
+            if self._last_sync_rv_unavailable:
+                return ""  # the last version is gone: ask for the latest, from etcd
+            return self._last_sync_rv or "0"
+
+    def _list(self, stop: threading.Event) -> None:
+        rv = self._relist_resource_version()
+        relist = rv != "0"
+        try:
+            items, list_rv = self._list_pages(rv, stop)
+        except ResourceExpiredError as exc:
+            if rv == "":
+                raise
+            self._report(exc)
+            with self._lock:
+                self._last_sync_rv_unavailable = True
+            items, list_rv = self._list_pages(self._relist_resource_version(), stop)
+        with self._lock:
+            self._last_sync_rv_unavailable = False
+        if stop.is_set():
+            raise WatchAbortedError("stopped during list")
+        self._store.replace(items, list_rv)
+        del items
+        self._set_last_sync_rv(list_rv)
+        self.stats.lists += 1
+        if relist:
+            self.stats.relists += 1
+        self.stats.last_event_time = time.time()
+
+    def _list_pages(self, rv: str, stop: threading.Event) -> tuple[list[Any], str]:
+        # A relist at a specific version must not page unless the server is known to
+        # page (its watch cache is off): with a limit, the list is an exact-version
+        # read from etcd — stale, and followed by a watch the fresh watch cache calls
+        # too old. Without one, the watch cache answers with a state not older than rv.
+        limit = self.page_size
+        if rv not in ("", "0") and not self._paginated:
+            limit = 0
+        options = ListOptions(resource_version=rv, limit=limit)
+        items: list[Any] = []
+        while True:
+            if stop.is_set():
+                raise WatchAbortedError("stopped during list")
+            try:
+                page = self._lw.list(options)
+            except ResourceExpiredError:
+                if not options.continue_token:
+                    raise
+                # The continue token expired mid-way: fall back to one full list.
+                log.info("%s: continue token expired; listing in one request", self.name)
+                page = self._lw.list(ListOptions(resource_version=""))
+                self.stats.list_pages += 1
+                return list(page.items), page.resource_version
+            self.stats.list_pages += 1
+            items.extend(page.items)
+            if not page.continue_token:
+                return items, page.resource_version
+            if rv == "0":
+                self._paginated = True
+            options = ListOptions(limit=self.page_size, continue_token=page.continue_token)
+
+    # -- watch -----------------------------------------------------------------
+
+    def _watch_loop(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            timeout = int(self._min_watch_timeout * (self._rng() + 1.0))
+            options = ListOptions(resource_version=self.last_sync_resource_version(),
+                                  timeout_seconds=timeout, allow_watch_bookmarks=True)
+            try:
+                stream = self._lw.watch(options)
+            except WatchAbortedError:
+                return
+            except ConnectionError as exc:
+                # Most likely the API server is restarting: retry the watch, no relist.
+                self._report(exc)
+                if stop.wait(self._backoff.next_delay()):
+                    return
+                continue
+            except ResourceExpiredError as exc:
+                self._report(exc)
+                return  # relist
+            with self._lock:
+                self._stream = stream
+            self.stats.watches += 1
+            try:
+                self._handle_watch(stream, stop)
+            except WatchAbortedError:
+                return
+            except (ConnectionError, OSError) as exc:
+                if stop.is_set():
+                    return
+                self._report(exc)  # broken stream: resume from the last version
+                if stop.wait(self._backoff.next_delay()):
+                    return
+            except ResourceExpiredError as exc:
+                self._report(exc)
+                return  # relist
+            except APIStatusError as exc:
+                self._report(exc)
+                return  # relist after backoff
+            finally:
+                with self._lock:
+                    self._stream = None
+                stream.stop()
+
+    def _handle_watch(self, stream: WatchStream, stop: threading.Event) -> None:
+        started = self._clock()
+        count = 0
+        store = self._store
+        for event in stream:
+            if stop.is_set():
+                return
+            kind, obj = event.type, event.object
+            if kind == "ERROR":
+                code = obj.get("code", 500) if isinstance(obj, dict) else 500
+                raise status_error(int(code or 500), obj, "watch error event")
+            if kind == "ADDED":
+                store.add(obj)
+            elif kind == "MODIFIED":
+                store.update(obj)
+            elif kind == "DELETED":
+                store.delete(obj)
+            elif kind != "BOOKMARK":
+                raise APIStatusError(f"unable to understand watch event type {kind!r}", code=500)
+            rv = resource_version_of(obj)
+            if rv:
+                self._set_last_sync_rv(rv)
+            count += 1
+            self.stats.events += 1
+            self.stats.last_event_time = time.time()
+        if stop.is_set():
+            return
+        if count == 0 and self._clock() - started < 1.0:
+            raise _VeryShortWatchError(
+                f"{self.name}: very short watch: closed within a second with no events")
+
+    # -- helpers ---------------------------------------------------------------
+
+    def _set_last_sync_rv(self, rv: str) -> None:
+        with self._lock:
+            self._last_sync_rv = rv
+
+    def _report(self, exc: BaseException) -> None:
+        self.stats.watch_errors += 1
+        if isinstance(exc, ResourceExpiredError):
+            log.info("%s: %s (will relist)", self.name, exc)
+        else:
+            log.warning("%s: %s: %s", self.name, type(exc).__name__, exc)
+        handler = self.watch_error_handler
+        if handler is not None:
+            try:
+                handler(exc)
+            except Exception:  # noqa: BLE001 - a handler must not kill the reflector
+                log.exception("%s: watch error handler failed", self.name)
+
+    def _supervise(self, stop: threading.Event, done: threading.Event) -> None:
+        """Abort the call in flight when ``stop`` is set; run resyncs when due."""
+        next_resync = self._clock() + self.resync_period if self.resync_period > 0 else None
+        while not done.is_set():
+            if stop.wait(_SUPERVISE_INTERVAL):
+                self._abort()
+                return
+            if next_resync is not None and self._clock() >= next_resync:
+                next_resync = self._clock() + self.resync_period
+                if self._should_resync is None or self._should_resync():
+                    try:
+                        self._store.resync()
+                    except Exception:  # noqa: BLE001
+                        log.exception("%s: resync failed", self.name)
+
+    def _abort(self) -> None:
+        abort = getattr(self._lw, "abort", None)
+        if abort is not None:
+            abort()
+        with self._lock:
+            stream = self._stream
+        if stream is not None:
+            stream.stop()

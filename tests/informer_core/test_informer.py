@@ -1,0 +1,258 @@
+"""SharedIndexInformer: handler sequences, relist correctness, isolation, resync, transforms."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from informer_core.delta_fifo import DeletedFinalStateUnknown
+from informer_core.encoded import EncodedObject
+from informer_core.informer import ResourceEventHandlerFuncs, SharedIndexInformer
+from informer_core.store import LABEL_INDEX, NAMESPACE_INDEX
+from tests.helpers import wait_until
+from tests.informer_core.fakes import FakeListerWatcher, RecordingHandler, obj
+
+
+@pytest.fixture
+def run_informer():
+    """Start informers in threads; stop and join them after the test."""
+    running: list[tuple[threading.Event, threading.Thread]] = []
+
+    def start(informer: SharedIndexInformer) -> threading.Event:
+        stop = threading.Event()
+        thread = threading.Thread(target=informer.run, args=(stop,))
+        thread.start()
+        running.append((stop, thread))
+        return stop
+
+    yield start
+    for stop, thread in running:
+        stop.set()
+        thread.join(5)
+        assert not thread.is_alive()
+
+
+def names(informer):
+    return sorted(o["metadata"]["name"] for o in informer.get_store().list())
+
+
+def test_handler_sees_the_exact_sequence(run_informer):
+    fake = FakeListerWatcher([obj("a"), obj("b")])
+    informer = SharedIndexInformer(fake)
+    handler = RecordingHandler()
+    informer.add_event_handler(handler)
+    run_informer(informer)
+    wait_until(informer.has_synced, message="sync")
+    fake.create(obj("c"))
+    fake.update(obj("a", data={"x": "1"}))
+    fake.delete(obj("b"))
+    wait_until(lambda: len(handler.calls) == 5, message="five calls")
+    assert handler.snapshot() == [
+        ("add", "a", True), ("add", "b", True), ("add", "c", False),
+        ("update", "a", "1", "4"), ("delete", "b")]
+    assert names(informer) == ["a", "c"]
+
+
+def test_has_synced_only_after_the_initial_list_is_in_the_indexer(run_informer):
+    fake = FakeListerWatcher([obj(f"o{i}") for i in range(50)])
+    informer = SharedIndexInformer(fake)
+    assert not informer.has_synced()
+    seen_at_sync = []
+    run_informer(informer)
+    wait_until(informer.has_synced)
+    seen_at_sync.append(len(informer.get_store().list_keys()))
+    assert seen_at_sync == [50]
+    assert informer.last_sync_resource_version() == "50"
+
+
+def test_relist_turns_missed_deletions_into_tombstones_and_changes_into_updates(run_informer):
+    fake = FakeListerWatcher([obj("keep"), obj("change"), obj("gone")])
+    informer = SharedIndexInformer(fake)
+    handler = RecordingHandler()
+    informer.add_event_handler(handler)
+    run_informer(informer)
+    wait_until(informer.has_synced)
+    received = []
+    informer.add_event_handler(ResourceEventHandlerFuncs(delete_func=received.append))
+    # While the watch is down: one change, one deletion, one creation; history expires.
+    fake.mutate_silently(create=[obj("new")], update=[obj("change", data={"v": "2"})],
+                         delete=[obj("gone")])
+    fake.break_watches()
+    wait_until(lambda: ("delete", "tombstone:ns/gone") in handler.kinds(), message="tombstone")
+    wait_until(lambda: ("add", "new") in handler.kinds(), message="add of new")
+    after = handler.snapshot()[3:]
+    assert ("update", "change", "2", "5") in after
+    assert ("add", "new", False) in after
+    assert not any(c[1] == "keep" for c in after), "an unchanged object must not be re-sent"
+    tombstone = next(o for o in received if isinstance(o, DeletedFinalStateUnknown))
+    assert tombstone.key == "ns/gone" and tombstone.obj["metadata"]["name"] == "gone"
+    assert names(informer) == ["change", "keep", "new"]
+
+
+def test_a_slow_handler_does_not_delay_another(run_informer):
+    fake = FakeListerWatcher()
+    informer = SharedIndexInformer(fake)
+    slow, fast = RecordingHandler(delay=0.5), RecordingHandler()
+    informer.add_event_handler(slow)
+    informer.add_event_handler(fast)
+    run_informer(informer)
+    wait_until(informer.has_synced)
+    started = time.monotonic()
+    for i in range(10):
+        fake.create(obj(f"o{i}"))
+    wait_until(lambda: len(fast.calls) == 10, timeout=2, message="fast handler")
+    assert time.monotonic() - started < 0.5
+    assert len(slow.calls) <= 1
+
+
+def test_a_failing_handler_does_not_stop_delivery(run_informer):
+    fake = FakeListerWatcher()
+    informer = SharedIndexInformer(fake)
+    calls = []
+
+    def boom(o):
+        calls.append(o["metadata"]["name"])
+        raise RuntimeError("handler bug")
+
+    informer.add_event_handler(ResourceEventHandlerFuncs(add_func=boom))
+    run_informer(informer)
+    wait_until(informer.has_synced)
+    fake.create(obj("a"))
+    fake.create(obj("b"))
+    wait_until(lambda: calls == ["a", "b"], message="both adds despite the failure")
+
+
+def test_a_late_handler_first_gets_everything_cached(run_informer):
+    fake = FakeListerWatcher([obj("a"), obj("b")])
+    informer = SharedIndexInformer(fake)
+    run_informer(informer)
+    wait_until(informer.has_synced)
+    late = RecordingHandler()
+    registration = informer.add_event_handler(late)
+    wait_until(registration.has_synced, message="late handler synced")
+    fake.create(obj("c"))
+    wait_until(lambda: len(late.calls) == 3)
+    assert sorted(late.snapshot()[:2]) == [("add", "a", True), ("add", "b", True)]
+    assert late.snapshot()[2] == ("add", "c", False)
+
+
+def test_removed_handler_gets_nothing_more(run_informer):
+    fake = FakeListerWatcher()
+    informer = SharedIndexInformer(fake)
+    handler, other = RecordingHandler(), RecordingHandler()
+    registration = informer.add_event_handler(handler)
+    informer.add_event_handler(other)
+    run_informer(informer)
+    wait_until(informer.has_synced)
+    fake.create(obj("a"))
+    wait_until(lambda: len(handler.calls) == 1 and len(other.calls) == 1)
+    informer.remove_event_handler(registration)
+    fake.create(obj("b"))
+    wait_until(lambda: len(other.calls) == 2)
+    assert len(handler.calls) == 1
+    assert informer.handler_count() == 1
+
+
+def test_resync_goes_only_to_handlers_due_for_it(run_informer):
+    fake = FakeListerWatcher([obj("a")])
+    informer = SharedIndexInformer(fake, resync_period=1.0)
+    resyncing, quiet = RecordingHandler(), RecordingHandler()
+    informer.add_event_handler(resyncing, resync_period=1.0)
+    informer.add_event_handler(quiet, resync_period=0)
+    run_informer(informer)
+    wait_until(lambda: any(c[0] == "update" for c in resyncing.snapshot()), timeout=4,
+               message="a resync update")
+    update = next(c for c in resyncing.snapshot() if c[0] == "update")
+    assert update == ("update", "a", "1", "1")
+    assert [c[0] for c in quiet.snapshot()] == ["add"]
+
+
+def test_an_informer_without_resync_ignores_handler_resync_periods(run_informer):
+    fake = FakeListerWatcher([obj("a")])
+    informer = SharedIndexInformer(fake)
+    handler = RecordingHandler()
+    informer.add_event_handler(handler, resync_period=1.0)
+    run_informer(informer)
+    wait_until(informer.has_synced)
+    time.sleep(1.5)
+    assert [c[0] for c in handler.snapshot()] == ["add"]
+
+
+def test_transform_applies_to_stored_and_delivered_objects(run_informer):
+    fake = FakeListerWatcher([obj("a", managed=1)])
+    fake.objects["ns/a"]["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    informer = SharedIndexInformer(fake)
+
+    def strip(o):
+        o["metadata"].pop("managedFields", None)
+        return o
+
+    informer.set_transform(strip)
+    handler = []
+    informer.add_event_handler(ResourceEventHandlerFuncs(add_func=handler.append))
+    run_informer(informer)
+    wait_until(lambda: handler)
+    assert "managedFields" not in handler[0]["metadata"]
+    assert "managedFields" not in informer.get_store().get_by_key("ns/a")["metadata"]
+    with pytest.raises(RuntimeError):
+        informer.set_transform(strip)
+    with pytest.raises(RuntimeError):
+        informer.set_watch_error_handler(print)
+
+
+def test_cache_is_encoded_and_indexed_by_namespace_and_labels(run_informer):
+    fake = FakeListerWatcher([obj("a", "n1", {"app": "web"}), obj("b", "n2", {"app": "db"})])
+    informer = SharedIndexInformer(fake)
+    raw = []
+
+    class Raw:
+        accepts_encoded = True
+
+        def on_add(self, o, initial):
+            raw.append(o)
+
+        def on_update(self, old, new):
+            pass
+
+        def on_delete(self, o):
+            pass
+
+    informer.add_event_handler(Raw())
+    run_informer(informer)
+    wait_until(lambda: len(raw) == 2)
+    assert all(isinstance(o, EncodedObject) for o in raw)
+    indexer = informer.get_indexer()
+    assert indexer.index_keys(LABEL_INDEX, "app=web") == ["n1/a"]
+    assert indexer.index_keys(NAMESPACE_INDEX, "n2") == ["n2/b"]
+    assert all(isinstance(o, EncodedObject) for o in indexer.list_encoded())
+
+
+def test_watch_error_handler_sees_failures(run_informer):
+    fake = FakeListerWatcher([obj("a")])
+    informer = SharedIndexInformer(fake)
+    errors = []
+    informer.set_watch_error_handler(errors.append)
+    run_informer(informer)
+    wait_until(informer.has_synced)
+    fake.break_watches()
+    wait_until(lambda: errors, message="a reported error")
+    assert isinstance(errors[0], ConnectionError)
+
+
+def test_run_twice_is_refused_and_stop_ends_every_thread():
+    fake = FakeListerWatcher([obj("a")])
+    informer = SharedIndexInformer(fake)
+    informer.add_event_handler(RecordingHandler())
+    before = set(threading.enumerate())
+    stop = threading.Event()
+    thread = threading.Thread(target=informer.run, args=(stop,))
+    thread.start()
+    wait_until(informer.has_synced)
+    with pytest.raises(RuntimeError):
+        informer.run(stop)
+    stop.set()
+    thread.join(2)
+    assert not thread.is_alive() and informer.is_stopped()
+    wait_until(lambda: set(threading.enumerate()) <= before, message="threads to end")

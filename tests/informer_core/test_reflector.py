@@ -1,0 +1,296 @@
+"""Reflector request choices, relists, backoff and stopping (fault injection via the fake)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from informer_core.backoff import ExponentialBackoff
+from informer_core.delta_fifo import DeltaFIFO
+from informer_core.errors import APIStatusError, ResourceExpiredError
+from informer_core.reflector import Reflector
+from informer_core.store import Indexer
+from tests.helpers import wait_until
+from tests.informer_core.fakes import FakeListerWatcher, obj
+
+
+class RecordingStore:
+    """A ReflectorStore that records calls and keeps an Indexer up to date."""
+
+    def __init__(self):
+        self.indexer = Indexer()
+        self.calls: list[tuple] = []
+        self.lock = threading.Lock()
+
+    def _rec(self, *call):
+        with self.lock:
+            self.calls.append(call)
+
+    def add(self, o):
+        self._rec("add", o["metadata"]["name"])
+        self.indexer.add(o)
+
+    def update(self, o):
+        self._rec("update", o["metadata"]["name"])
+        self.indexer.update(o)
+
+    def delete(self, o):
+        self._rec("delete", o["metadata"]["name"])
+        self.indexer.delete(o)
+
+    def replace(self, objs, rv):
+        self._rec("replace", sorted(o["metadata"]["name"] for o in objs), rv)
+        self.indexer.replace(objs, rv)
+
+    def resync(self):
+        self._rec("resync")
+
+    def of(self, kind):
+        with self.lock:
+            return [c for c in self.calls if c[0] == kind]
+
+
+def no_backoff():
+    return ExponentialBackoff(initial=0.01, cap=0.02, jitter=0.0)
+
+
+@pytest.fixture
+def running():
+    """Run reflectors in threads; stop and join them after the test."""
+    started: list[tuple[threading.Event, threading.Thread]] = []
+
+    def start(reflector: Reflector) -> threading.Event:
+        stop = threading.Event()
+        thread = threading.Thread(target=reflector.run, args=(stop,))
+        thread.start()
+        started.append((stop, thread))
+        return stop
+
+    yield start
+    for stop, thread in started:
+        stop.set()
+        thread.join(5)
+        assert not thread.is_alive()
+
+
+def test_first_list_asks_rv_0_and_pages_without_rv(running):
+    fake = FakeListerWatcher([obj(f"o{i}") for i in range(12)])
+    store = RecordingStore()
+    running(Reflector(fake, store, page_size=5, backoff=no_backoff()))
+    wait_until(lambda: store.of("replace"), message="replace")
+    first, *rest = fake.list_calls
+    assert (first.resource_version, first.limit, first.continue_token) == ("0", 5, "")
+    assert len(rest) == 2
+    assert all(c.resource_version == "" and c.continue_token and c.limit == 5 for c in rest)
+    assert store.of("replace") == [("replace", sorted(f"o{i}" for i in range(12)), "12")]
+
+
+def test_watch_starts_at_the_list_version_with_bookmarks_and_a_timeout(running):
+    fake = FakeListerWatcher([obj("a")])
+    store = RecordingStore()
+    running(Reflector(fake, store, backoff=no_backoff()))
+    wait_until(lambda: fake.watch_calls, message="a watch")
+    watch = fake.watch_calls[0]
+    assert watch.resource_version == "1"
+    assert watch.allow_watch_bookmarks is True
+    assert 300 <= watch.timeout_seconds < 600
+
+
+def test_watch_events_reach_the_store_and_advance_the_version(running):
+    fake = FakeListerWatcher([obj("a")])
+    store = RecordingStore()
+    reflector = Reflector(fake, store, backoff=no_backoff())
+    running(reflector)
+    wait_until(lambda: fake.watch_calls)
+    fake.create(obj("b"))
+    fake.update(obj("a", data={"k": "v"}))
+    fake.delete(obj("b"))
+    wait_until(lambda: len(store.calls) == 4, message="four store calls")
+    assert store.calls[1:] == [("add", "b"), ("update", "a"), ("delete", "b")]
+    assert reflector.last_sync_resource_version() == "4"
+
+
+def test_clean_close_resumes_from_the_bookmark_version_without_relisting(running):
+    fake = FakeListerWatcher([obj("a")])
+    store = RecordingStore()
+    reflector = Reflector(fake, store, backoff=no_backoff())
+    running(reflector)
+    wait_until(lambda: fake.watch_calls)
+    fake.send_bookmark()
+    wait_until(lambda: reflector.last_sync_resource_version() == "2", message="bookmark")
+    fake.close_watches()
+    wait_until(lambda: len(fake.watch_calls) == 2, message="a second watch")
+    assert fake.watch_calls[1].resource_version == "2"
+    assert len(fake.list_calls) == 1
+
+
+def test_watch_error_410_relists_at_the_last_version_and_reports_it(running):
+    fake = FakeListerWatcher([obj("a")])
+    store = RecordingStore()
+    errors: list[BaseException] = []
+    reflector = Reflector(fake, store, backoff=no_backoff(), watch_error_handler=errors.append)
+    running(reflector)
+    wait_until(lambda: fake.watch_calls)
+    fake.create(obj("b"))
+    wait_until(lambda: reflector.last_sync_resource_version() == "2")
+    fake.send_error(410)
+    wait_until(lambda: len(fake.list_calls) == 2, message="a relist")
+    assert fake.list_calls[1].resource_version == "2"
+    assert any(isinstance(e, ResourceExpiredError) for e in errors)
+    assert reflector.stats.relists >= 1
+
+
+def test_relist_at_an_expired_version_retries_with_the_latest(running):
+    fake = FakeListerWatcher([obj("a"), obj("b")])
+    store = RecordingStore()
+    errors: list[BaseException] = []
+    reflector = Reflector(fake, store, backoff=no_backoff(), watch_error_handler=errors.append)
+    running(reflector)
+    wait_until(lambda: fake.watch_calls)
+    # While nothing watches: b is deleted, c created, and history before now expires.
+    fake.mutate_silently(create=[obj("c")], delete=[obj("b")])
+    fake.break_watches()
+    wait_until(lambda: len(store.of("replace")) == 2, message="a relist")
+    versions = [c.resource_version for c in fake.list_calls]
+    assert versions[:3] == ["0", "2", ""]
+    assert store.of("replace")[-1][1] == ["a", "c"]
+    assert sum(isinstance(e, ResourceExpiredError) for e in errors) >= 2  # watch and list
+    assert sorted(store.indexer.list_keys()) == ["ns/a", "ns/c"]
+
+
+def test_broken_watch_is_reported_and_resumed_without_relist(running):
+    fake = FakeListerWatcher([obj("a")])
+    store = RecordingStore()
+    errors: list[BaseException] = []
+    running(Reflector(fake, store, backoff=no_backoff(), watch_error_handler=errors.append))
+    wait_until(lambda: fake.watch_calls)
+    fake.break_watches()
+    wait_until(lambda: len(fake.watch_calls) == 2, message="a second watch")
+    assert isinstance(errors[0], ConnectionError)
+    assert fake.watch_calls[1].resource_version == "1"
+    assert len(fake.list_calls) == 1
+
+
+def test_connection_refused_on_watch_retries_the_watch(running):
+    fake = FakeListerWatcher([obj("a")])
+    fake.watch_errors = [ConnectionError("refused"), ConnectionError("refused")]
+    store = RecordingStore()
+    running(Reflector(fake, store, backoff=no_backoff()))
+    wait_until(lambda: len(fake.watch_calls) == 3, message="third watch")
+    assert len(fake.list_calls) == 1
+
+
+def test_failed_lists_are_reported_and_retried_with_backoff(running):
+    fake = FakeListerWatcher([obj("a")])
+    fake.list_errors = [APIStatusError("boom", code=500), ConnectionError("down")]
+    store = RecordingStore()
+    errors: list[BaseException] = []
+    delays: list[float] = []
+
+    class Recorded(ExponentialBackoff):
+        def next_delay(self):
+            delay = super().next_delay()
+            delays.append(delay)
+            return delay
+
+    running(Reflector(fake, store, backoff=Recorded(initial=0.01, cap=1, jitter=0.0),
+                      watch_error_handler=errors.append))
+    wait_until(lambda: store.of("replace"))
+    assert [type(e).__name__ for e in errors] == ["APIStatusError", "ConnectionError"]
+    assert delays[:2] == [0.01, 0.02]
+
+
+def test_continue_token_expiry_falls_back_to_one_full_list(running):
+    fake = FakeListerWatcher([obj(f"o{i}") for i in range(6)])
+    store = RecordingStore()
+    original = fake.list
+
+    def list_expiring(options):
+        if options.continue_token:
+            fake.list_calls.append(options)
+            raise ResourceExpiredError("continue token expired")
+        return original(options)
+
+    fake.list = list_expiring
+    running(Reflector(fake, store, page_size=2, backoff=no_backoff()))
+    wait_until(lambda: store.of("replace"))
+    assert fake.list_calls[-1].limit == 0 and fake.list_calls[-1].continue_token == ""
+    assert store.of("replace")[0][1] == sorted(f"o{i}" for i in range(6))
+
+
+def test_resync_runs_every_period_when_due(running):
+    fake = FakeListerWatcher([obj("a")])
+    store = RecordingStore()
+    answers = iter([False, True, True, True, True, True, True])
+    running(Reflector(fake, store, resync_period=0.05, backoff=no_backoff(),
+                      should_resync=lambda: next(answers, True)))
+    wait_until(lambda: len(store.of("resync")) >= 2, message="resyncs")
+
+
+def test_very_short_empty_watch_is_an_error(running):
+    fake = FakeListerWatcher([obj("a")])
+    store = RecordingStore()
+    errors: list[BaseException] = []
+    running(Reflector(fake, store, backoff=no_backoff(), watch_error_handler=errors.append))
+    wait_until(lambda: fake.watch_calls)
+    fake.close_watches()  # closes at once with nothing sent
+    wait_until(lambda: errors, message="an error")
+    assert "very short watch" in str(errors[0])
+
+
+@pytest.mark.parametrize("where", ["watching", "listing", "backing-off"])
+def test_stop_is_honoured_within_a_second(where):
+    fake = FakeListerWatcher([obj("a")])
+    store = RecordingStore()
+    backoff = no_backoff()
+    if where == "listing":
+        fake.block_lists.set()
+    if where == "backing-off":
+        fake.list_errors = [ConnectionError("down")]
+        backoff = ExponentialBackoff(initial=60, jitter=0.0)
+    reflector = Reflector(fake, store, backoff=backoff)
+    stop = threading.Event()
+    thread = threading.Thread(target=reflector.run, args=(stop,))
+    thread.start()
+    time.sleep(0.3)
+    if where == "watching":
+        wait_until(lambda: fake.watch_calls)
+    started = time.monotonic()
+    stop.set()
+    if where == "listing":
+        # The fake's list cannot be aborted; a real call would be (see the live tests).
+        fake.release_lists.set()
+    thread.join(2)
+    assert not thread.is_alive()
+    assert time.monotonic() - started < 1.0
+
+
+def test_reflector_into_a_delta_fifo_syncs():
+    fake = FakeListerWatcher([obj("a"), obj("b")])
+    fifo = DeltaFIFO()
+    reflector = Reflector(fake, fifo, backoff=no_backoff())
+    stop = threading.Event()
+    thread = threading.Thread(target=reflector.run, args=(stop,))
+    thread.start()
+    try:
+        wait_until(lambda: len(fifo) == 2)
+        assert not fifo.has_synced()
+        fifo.pop(lambda d, i: None)
+        fifo.pop(lambda d, i: None)
+        assert fifo.has_synced()
+    finally:
+        stop.set()
+        thread.join(2)
+
+
+def test_backoff_doubles_to_the_cap_and_resets_after_health():
+    now = [0.0]
+    backoff = ExponentialBackoff(initial=0.8, cap=30, reset_after=120, jitter=1.0,
+                                 clock=lambda: now[0], rng=lambda: 0.5)
+    delays = [backoff.next_delay() for _ in range(8)]
+    assert delays[:3] == [1.2000000000000002, 2.4000000000000004, 4.800000000000001]
+    assert max(delays) == 45.0  # 30 s capped, then stretched by the jitter
+    now[0] = 121
+    assert backoff.next_delay() == pytest.approx(1.2)
