@@ -27,11 +27,10 @@ _intern = sys.intern
 class EncodedObject:
     """An object's JSON bytes with its key fields parsed out."""
 
-    __slots__ = ("raw", "namespace", "name", "labels", "resource_version", "key")
+    __slots__ = ("raw", "namespace", "labels", "resource_version", "key")
 
     raw: bytes
     namespace: str
-    name: str
     labels: Mapping[str, str]
     resource_version: str
     key: str
@@ -48,7 +47,7 @@ class EncodedObject:
         namespace = meta.get("namespace") or ""
         self.namespace = _intern(namespace) if isinstance(namespace, str) else str(namespace)
         name = meta.get("name")
-        self.name = name if isinstance(name, str) else ""
+        name = name if isinstance(name, str) else ""
         labels = meta.get("labels")
         if isinstance(labels, Mapping) and labels:
             self.labels = {_intern(str(k)): _intern(str(v)) for k, v in labels.items()}
@@ -56,12 +55,25 @@ class EncodedObject:
             self.labels = _EMPTY_LABELS
         rv = meta.get("resourceVersion")
         self.resource_version = rv if isinstance(rv, str) else ""
-        self.key = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        self.key = f"{self.namespace}/{name}" if self.namespace else name[:1] + name[1:]
+
+    @property
+    def name(self) -> str:
+        """``metadata.name`` (derived from the key: one object fewer per cached entry)."""
+        return self.key.rpartition("/")[2] if self.namespace else self.key
+
+    @staticmethod
+    def encode_bytes(obj: Mapping[str, Any]) -> bytes:
+        """Return ``obj`` as exact-size JSON bytes (see ``from_dict``)."""
+        return memoryview(orjson.dumps(obj)).tobytes()
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> EncodedObject:
         """Encode a parsed object once."""
-        return cls(orjson.dumps(obj), obj)
+        # orjson hands back its bytes inside the (larger) buffer it grew while
+        # writing — up to 4x the output. A cached object lives long: keep an
+        # exact-size copy.
+        return cls(memoryview(orjson.dumps(obj)).tobytes(), obj)
 
     def to_dict(self) -> dict[str, Any]:
         """Decode into a fresh ``dict`` (the caller may keep it; treat it as read-only)."""

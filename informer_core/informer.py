@@ -308,9 +308,33 @@ class _EncodingListerWatcher:
         return obj
 
     def list(self, options: ListOptions) -> ListPage:
+        """Fetch a page and encode it, keeping the memory of a parsed page from sticking.
+
+        A parsed list page is tens of MB of small Python objects. Anything kept
+        from it (a name, a label value) pins the allocator's arenas it sits in,
+        so RSS would stay at the parse's peak. So each item is encoded to bytes
+        and its parsed tree dropped at once; only after the whole page is gone
+        are the long-lived parts built, each from its object's own bytes.
+        """
         page = self._inner.list(options)
-        return ListPage([self._encode(o) for o in page.items], page.resource_version,
-                        page.continue_token)
+        rv, token, items = page.resource_version, page.continue_token, page.items
+        del page
+        transform = self._informer._transform
+        staged: list[Any] = []
+        for i, obj in enumerate(items):
+            items[i] = None
+            if isinstance(obj, dict):
+                if transform is not None:
+                    obj = transform(obj)
+                staged.append(EncodedObject.encode_bytes(obj))
+            else:
+                staged.append(self._encode(obj))
+            del obj
+        del items
+        for i, raw in enumerate(staged):
+            if isinstance(raw, bytes):
+                staged[i] = EncodedObject(raw)
+        return ListPage(staged, rv, token)
 
     def watch(self, options: ListOptions) -> WatchStream:
         return _EncodingStream(self._inner.watch(options), self._encode)

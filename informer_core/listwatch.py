@@ -24,6 +24,7 @@ import orjson
 import urllib3
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
+from informer_core.gcpause import paused_gc
 from informer_core.errors import (
     APIStatusError,
     NotFoundError,
@@ -47,6 +48,7 @@ log = logging.getLogger(__name__)
 _CONNECT_TIMEOUT = 10.0
 _LIST_READ_TIMEOUT = 120.0
 _WATCH_READ_MARGIN = 30.0  # seconds above the server-side watch timeout
+_PAUSE_GC_ABOVE = 1 << 20  # bytes of list body worth pausing the cyclic GC for
 
 
 @dataclass
@@ -371,7 +373,11 @@ class ApiListerWatcher:
         finally:
             call.close()
             self._forget(call)
-        doc = orjson.loads(body)
+        if len(body) > _PAUSE_GC_ABOVE:
+            with paused_gc():
+                doc = orjson.loads(body)
+        else:
+            doc = orjson.loads(body)
         del body
         meta = doc.get("metadata") or {}
         kind = self._kind or (doc.get("kind") or "").removesuffix("List")

@@ -1,0 +1,1 @@
+"""Benchmarks against the real kube-apiserver + etcd from the test harness."""
