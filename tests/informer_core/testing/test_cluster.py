@@ -106,3 +106,45 @@ def test_stop_leaves_no_process_behind(local_cluster):
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+_HOLDER = """
+import sys, time
+from informer_core.testing.cluster import LocalCluster
+c = LocalCluster().start()
+print(c.primary.process.pid, c._etcd.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGKILL"])
+def test_an_interrupted_or_killed_owner_leaves_no_process_behind(local_cluster, sig):
+    import signal
+    import sys
+    import time
+
+    owner = subprocess.Popen([sys.executable, "-c", _HOLDER], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in owner.stdout.readline().split()]
+        assert len(pids) == 2
+        owner.send_signal(getattr(signal, sig))
+        owner.wait(30)
+        deadline = time.monotonic() + 15
+        alive = pids
+        while alive and time.monotonic() < deadline:
+            alive = [p for p in pids if _running(p)]
+            time.sleep(0.1)
+        assert not alive, f"processes left running after {sig}: {alive}"
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        owner.stdout.close()
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
