@@ -1,50 +1,156 @@
-"""The ``kube-cache-gateway`` command line."""
+"""The ``kube-cache-gateway`` command line: ``serve`` and ``demo``."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 import signal
 import sys
-import threading
+from typing import Any
 
 from informer_core.errors import ClusterUnavailableError
 
 __all__ = ["main"]
 
+log = logging.getLogger("kube-cache-gateway")
+
+
+def _configure_logging(level: str, as_json: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if as_json:
+        import json
+
+        class JSONFormatter(logging.Formatter):
+            def format(self, record: logging.LogRecord) -> str:
+                doc = {"time": self.formatTime(record), "level": record.levelname.lower(),
+                       "logger": record.name, "message": record.getMessage()}
+                if record.exc_info:
+                    doc["exception"] = self.formatException(record.exc_info)
+                return json.dumps(doc)
+
+        handler.setFormatter(JSONFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+
+
+def api_client_for(kubeconfig: str, context: str) -> Any:
+    """An ``ApiClient`` from a kubeconfig (or the default one), else the in-cluster config."""
+    import os
+
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    path = kubeconfig or os.environ.get("KUBECONFIG", "")
+    in_pod = os.environ.get("KUBERNETES_SERVICE_HOST") and not path
+    if in_pod:
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        config.load_kube_config(config_file=path or None, context=context or None,
+                                client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+def run_server(settings: Any, api_client: Any, on_ready: Any = None) -> int:
+    """Serve until SIGINT/SIGTERM; end open streams first, then stop the informers."""
+    import uvicorn
+
+    from app.main import create_app
+
+    app = create_app(settings, api_client=api_client)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            gateway = getattr(app.state, "gateway", None)
+            loop = getattr(self, "_kcg_loop", None)
+            if gateway is not None and loop is not None:
+                loop.call_soon_threadsafe(gateway.begin_shutdown)
+            super().handle_exit(sig, frame)
+
+        async def startup(self, sockets: Any = None) -> None:
+            self._kcg_loop = asyncio.get_running_loop()
+            await super().startup(sockets)
+            if on_ready is not None and self.started:
+                on_ready()
+
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, workers=1,
+                            log_level=settings.log_level.lower(), access_log=False,
+                            timeout_graceful_shutdown=10, lifespan="on")
+    server = Server(config)
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again
+    # with the previous handlers back: make that an orderly exit, so callers'
+    # cleanup (the demo's local API server) still runs.
+    previous = signal.signal(signal.SIGTERM, _exit_on_signal)
+    try:
+        server.run()
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return 0 if server.started else 1
+
+
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    raise SystemExit(0)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from app.settings import settings_from_args
+
+    try:
+        settings = settings_from_args(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    _configure_logging(settings.log_level, settings.log_json)
+    try:
+        api_client = api_client_for(settings.kubeconfig, settings.context)
+    except Exception as exc:  # noqa: BLE001 - any configuration problem ends here, clearly
+        print(f"error: cannot load a Kubernetes configuration: {exc}\n"
+              "Give --kubeconfig (or KCG_KUBECONFIG / KUBECONFIG), or run in a pod.",
+              file=sys.stderr)
+        return 2
+    return run_server(settings, api_client)
+
 
 def _demo(args: argparse.Namespace) -> int:
-    """Start the local control plane and keep it up until Ctrl-C."""
-    from informer_core.testing.cluster import LocalCluster
+    from app.demo import run_demo
+    from app.settings import settings_from_args
 
-    print("Starting a local kube-apiserver + etcd (the first run builds kube-apiserver; "
-          "this takes a few minutes)...", flush=True)
     try:
-        cluster = LocalCluster().start()
+        settings = settings_from_args(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    _configure_logging(settings.log_level if args.log_level != "info" else "warning",
+                       settings.log_json)
+    try:
+        return run_demo(settings)
     except ClusterUnavailableError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        print(f"\nLocal API server ready in {cluster.start_seconds:.1f} s at {cluster.primary.url}")
-        print(f"  kubectl --kubeconfig {cluster.kubeconfig} get namespaces")
-        print("\nPress Ctrl-C to stop everything this command started.", flush=True)
-        stop.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        cluster.stop()
-        print("Stopped.")
-    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from app.settings import add_arguments
+
     parser = argparse.ArgumentParser(
         prog="kube-cache-gateway",
-        description="A read-only HTTP gateway serving Kubernetes resources from informer caches.")
-    commands = parser.add_subparsers(dest="command", required=True)
+        description="A read-only HTTP gateway that serves Kubernetes resources from informer "
+                    "caches: one LIST and a WATCH per resource, every read answered from memory.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = commands.add_parser(
+        "serve", help="serve a cluster given by a kubeconfig or the in-cluster service account",
+        description="Serve a cluster's resources read-only from informer caches. Every flag can "
+                    "also be given as an environment variable KCG_<FLAG> (e.g. KCG_PORT).")
+    add_arguments(serve)
+    serve.set_defaults(func=_serve)
     demo = commands.add_parser(
-        "demo", help="run against a local API server started for you (no cluster needed)")
+        "demo", help="start a local API server with a demo workload and serve it (no cluster needed)",
+        description="Start the project's own local kube-apiserver + etcd, load a demo workload "
+                    "that keeps changing, and serve it. Ctrl-C stops everything it started.")
+    add_arguments(demo)
     demo.set_defaults(func=_demo)
     return parser
 

@@ -234,6 +234,14 @@ class Discovery:
                                 f"group version {gvr.group_version!r}", reason="NotFound")
         return self._check_verbs(found)
 
+    def lookup(self, gvr: GroupVersionResource | tuple[str, str, str]) -> APIResource | None:
+        """Return what the current view says of ``gvr`` (no I/O; ``None`` if unknown or not loaded)."""
+        return self._lookup(GroupVersionResource(*gvr))
+
+    def loaded(self) -> bool:
+        """Return whether discovery has been fetched at least once."""
+        return self._loaded
+
     def _lookup(self, gvr: GroupVersionResource) -> APIResource | None:
         with self._lock:
             return self._resources.get(gvr)

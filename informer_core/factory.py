@@ -157,6 +157,11 @@ class SharedInformerFactory:
         informer.set_watch_error_handler(lambda exc: self._on_watch_error(generic, exc))
         return generic
 
+    def set_on_resource_gone(
+            self, callback: Callable[[GroupVersionResource, str], None] | None) -> None:
+        """Set the callback told when an informer is stopped because its resource is gone."""
+        self._on_resource_gone = callback
+
     def informers(self) -> dict[GroupVersionResource, GenericInformer]:
         """Return the current informers by resource (stopped ones included until replaced)."""
         with self._lock:

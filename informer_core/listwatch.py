@@ -384,10 +384,10 @@ class ApiListerWatcher:
         api_version = self._api_version or doc.get("apiVersion") or ""
         items = []
         for item in doc.get("items") or ():
-            if "kind" not in item:
-                item["kind"] = kind
-            if "apiVersion" not in item:
-                item["apiVersion"] = api_version
+            if "kind" not in item or "apiVersion" not in item:
+                # First, as the API server writes them in watch events and gets.
+                item = {"kind": item.get("kind", kind),
+                        "apiVersion": item.get("apiVersion", api_version), **item}
             items.append(self.item(item))
         return ListPage(items, meta.get("resourceVersion", ""), meta.get("continue", "") or "")
 

@@ -53,11 +53,28 @@ def free_port() -> int:
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
+    # SIGKILL, not SIGTERM: when the owner is gone nobody waits for a graceful
+    # shutdown, and kube-apiserver's can stall for long once etcd has died too.
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except Exception:  # not Linux: atexit still stops the child
         pass
     os.setpgrp()  # a terminal's Ctrl-C reaches us, and we stop the child in order
+
+
+def _remove_stale_workdirs(base: Path) -> None:
+    """Remove work directories whose owning process died without cleaning up (SIGKILL)."""
+    for workdir in base.glob("kcg-cluster-*"):
+        try:
+            owner = int((workdir / "owner.pid").read_text())
+        except (OSError, ValueError):
+            continue
+        try:
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            shutil.rmtree(workdir, ignore_errors=True)
+        except PermissionError:
+            pass
 
 
 def _tail(path: Path, lines: int = 40) -> str:
@@ -151,9 +168,11 @@ class LocalCluster:
         started = time.monotonic()
         if self._binaries is None:
             self._binaries = ensure_binaries(build=self._build)
-        base = Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else None
+        base = Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else Path(tempfile.gettempdir())
+        _remove_stale_workdirs(base)
         self.workdir = self._workdir_arg or Path(tempfile.mkdtemp(prefix="kcg-cluster-", dir=base))
         self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "owner.pid").write_text(str(os.getpid()))
         with _live_lock:
             _live_clusters.add(self)
         try:

@@ -112,7 +112,7 @@ _HOLDER = """
 import sys, time
 from informer_core.testing.cluster import LocalCluster
 c = LocalCluster().start()
-print(c.primary.process.pid, c._etcd.pid, flush=True)
+print(c.primary.process.pid, c._etcd.pid, c.workdir, flush=True)
 time.sleep(600)
 """
 
@@ -125,7 +125,8 @@ def test_an_interrupted_or_killed_owner_leaves_no_process_behind(local_cluster, 
 
     owner = subprocess.Popen([sys.executable, "-c", _HOLDER], stdout=subprocess.PIPE, text=True)
     try:
-        pids = [int(p) for p in owner.stdout.readline().split()]
+        *pid_texts, workdir = owner.stdout.readline().split()
+        pids = [int(p) for p in pid_texts]
         assert len(pids) == 2
         owner.send_signal(getattr(signal, sig))
         owner.wait(30)
@@ -135,6 +136,12 @@ def test_an_interrupted_or_killed_owner_leaves_no_process_behind(local_cluster, 
             alive = [p for p in pids if _running(p)]
             time.sleep(0.1)
         assert not alive, f"processes left running after {sig}: {alive}"
+        from pathlib import Path
+
+        from informer_core.testing.cluster import _remove_stale_workdirs
+
+        _remove_stale_workdirs(Path(workdir).parent)  # what the next start does
+        assert not Path(workdir).exists()
     finally:
         if owner.poll() is None:
             owner.kill()

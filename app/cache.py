@@ -1,0 +1,292 @@
+"""The gateway's view of its caches: one ``ResourceCache`` per resource, loaded lazily.
+
+The first request for a resource resolves it (discovery), asks the factory for
+its informer, attaches the resource's ``EventHub``, starts the informer and
+waits for the sync; concurrent first requests share that one load. A request
+that has waited ``sync_timeout`` seconds gets 503 with ``Retry-After`` while the
+load goes on for the next one. Later requests find the cache ready and never
+touch the API server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.bridge import HubHandler, loop_barrier, run_blocking
+from app.events import EventHub
+from app.printers import DEFAULT_PRINTER, PRINTERS, crd_columns
+from app.request import ResourcePath
+from app.settings import Settings
+from app.status import StatusError, not_found
+from app.table import Printer
+from informer_core.discovery import APIResource, GroupVersionResource
+from informer_core.errors import NotFoundError, UnsupportedResourceError
+from informer_core.factory import GenericInformer, SharedInformerFactory
+from informer_core.informer import HandlerRegistration
+from informer_core.store import Indexer
+
+__all__ = ["GatewayCache", "ResourceCache"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ResourceCache:
+    """One resource as the HTTP layer serves it: informer, hub, printer."""
+
+    resource: APIResource
+    generic: GenericInformer
+    hub: EventHub
+    registration: HandlerRegistration
+    printer: Printer
+    prewarmed: bool = False
+    last_used: float = field(default_factory=time.monotonic)
+
+    @property
+    def indexer(self) -> Indexer:
+        return self.generic.informer().get_indexer()
+
+    def resource_version(self) -> str:
+        """The version lists are answered at: what the hub has applied (never ahead of the data)."""
+        return str(self.hub.rv)
+
+    def usable(self) -> bool:
+        return not self.generic.stopped()
+
+
+class GatewayCache:
+    """Resources by GVR, loaded on first use; all methods run on the event loop."""
+
+    def __init__(self, settings: Settings, factory: SharedInformerFactory) -> None:
+        self.settings = settings
+        self.factory = factory
+        self._entries: dict[GroupVersionResource, ResourceCache] = {}
+        self._pending: dict[GroupVersionResource, asyncio.Task] = {}
+        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reaper: asyncio.Task | None = None
+        self._reachable: tuple[float, bool] = (0.0, False)
+        self._prewarm_gvrs: set[GroupVersionResource] = set()
+        self._prewarm_task: asyncio.Task | None = None
+        self.on_unload: list[Callable[[ResourceCache], None]] = []
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    async def start(self, permits: Callable[[APIResource], bool] = lambda r: True) -> None:
+        """Bind to the running loop, start the idle reaper, and begin pre-warming.
+
+        Pre-warm names are resolved now, so a typo or a denied resource stops
+        start-up with a clear error; the loads themselves go on in the background
+        (``/readyz`` reports when they are done).
+
+        Raises:
+            ValueError: a pre-warm resource is unknown, unwatchable or denied.
+        """
+        self._loop = asyncio.get_running_loop()
+        self.factory.set_on_resource_gone(self._gone_from_thread)
+        if self.settings.idle_unload > 0:
+            self._reaper = asyncio.create_task(self._reap_idle())
+        resources = []
+        for text in self.settings.prewarm:
+            try:
+                resource = await self.resolve_text(text)
+            except (NotFoundError, UnsupportedResourceError) as exc:
+                raise ValueError(f"--prewarm {text}: {exc}") from None
+            if not permits(resource):
+                raise ValueError(f"--prewarm {text}: denied by the resource policy")
+            resources.append(resource)
+        self._prewarm_gvrs = {r.gvr for r in resources}
+        self._prewarm_task = asyncio.create_task(self._prewarm(resources))
+
+    async def _prewarm(self, resources: list[APIResource]) -> None:
+        for resource in resources:
+            entry = await self.load(resource, wait=None)
+            entry.prewarmed = True
+
+    async def close(self) -> None:
+        """End every stream, stop every informer and join their threads."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+        if self._prewarm_task is not None:
+            self._prewarm_task.cancel()
+        for task in list(self._pending.values()):
+            task.cancel()
+        for entry in self._entries.values():
+            entry.hub.close_all()
+        self._stop.set()
+        await run_blocking(self.factory.shutdown)
+
+    # -- resolving ------------------------------------------------------------------
+
+    async def resolve(self, target: ResourcePath) -> APIResource:
+        """Return the resource a path names.
+
+        Raises:
+            StatusError: 404 if the server has no such resource, 405 if it cannot
+                be listed and watched.
+        """
+        gvr = GroupVersionResource(target.group, target.version, target.resource)
+        discovery = self.factory.discovery
+        found = discovery.lookup(gvr) if discovery.loaded() else None
+        if found is None:
+            try:
+                found = await run_blocking(discovery.resolve, gvr)
+            except NotFoundError:
+                raise not_found(
+                    f"the server could not find the requested resource "
+                    f"({target.resource}.{target.version}{'.' + target.group if target.group else ''})",
+                    resource=target.resource, group=target.group) from None
+            except UnsupportedResourceError as exc:
+                raise StatusError(405, str(exc), "MethodNotAllowed") from None
+            except ConnectionError as exc:
+                raise StatusError(503, f"the API server cannot be reached for discovery: {exc}",
+                                  headers={"Retry-After": "1"}) from None
+        if not found.can_list_and_watch():
+            raise StatusError(405, f"resource {found.gvr} cannot be listed and watched "
+                                   f"(verbs: {', '.join(sorted(found.verbs))})", "MethodNotAllowed")
+        return found
+
+    async def resolve_text(self, text: str) -> APIResource:
+        """Resolve ``pods``, ``deployments.apps``, ... (for configuration)."""
+        return await run_blocking(self.factory.discovery.resolve_text, text)
+
+    # -- loading --------------------------------------------------------------------
+
+    def ready_entry(self, gvr: GroupVersionResource) -> ResourceCache | None:
+        entry = self._entries.get(gvr)
+        if entry is not None and entry.usable():
+            entry.last_used = time.monotonic()
+            return entry
+        return None
+
+    async def load(self, resource: APIResource, wait: float | None) -> ResourceCache:
+        """Return the ready cache of ``resource``, loading it if needed.
+
+        Args:
+            wait: seconds to wait for a load in progress; ``None`` waits for good.
+
+        Raises:
+            StatusError: 503 with Retry-After once ``wait`` has passed.
+        """
+        gvr = resource.gvr
+        entry = self.ready_entry(gvr)
+        if entry is not None:
+            return entry
+        task = self._pending.get(gvr)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._load(resource))
+            self._pending[gvr] = task
+            task.add_done_callback(lambda _t, g=gvr: self._pending.pop(g, None))
+        try:
+            if wait is None:
+                return await asyncio.shield(task)
+            return await asyncio.wait_for(asyncio.shield(task), wait)
+        except asyncio.TimeoutError:
+            raise StatusError(
+                503, f"the cache of {resource.resource} is still syncing with the API server; "
+                     f"retry shortly", "ServiceUnavailable",
+                headers={"Retry-After": "1"}) from None
+
+    async def _load(self, resource: APIResource) -> ResourceCache:
+        loop = asyncio.get_running_loop()
+        old = self._entries.pop(resource.gvr, None)
+        if old is not None:
+            old.hub.close_all()
+        generic = await run_blocking(self.factory.for_resource, resource.gvr)
+        hub = EventHub(self.settings.event_ring_size)
+        registration = await run_blocking(
+            generic.informer().add_event_handler, HubHandler(loop, hub.apply))
+        printer = await self._printer(resource)
+        self.factory.start(self._stop)
+        informer = generic.informer()
+        while not (informer.has_synced() and registration.has_synced()):
+            if generic.stopped():
+                raise not_found(f"the resource {resource.gvr} went away while its cache loaded",
+                                resource=resource.resource, group=resource.group)
+            await asyncio.sleep(0.01)
+        await loop_barrier(loop)  # every initial object has reached the hub's view
+        hub.mark_ready()
+        entry = ResourceCache(resource, generic, hub, registration, printer)
+        self._entries[resource.gvr] = entry
+        log.info("cache of %s ready: %d objects at resourceVersion %s", resource.gvr,
+                 len(hub.view), hub.rv)
+        return entry
+
+    async def _printer(self, resource: APIResource) -> Printer:
+        known = PRINTERS.get((resource.group, resource.resource))
+        if known is not None:
+            return known
+        if "." in resource.group:  # maybe a custom resource: use its printer columns
+            from informer_core.discovery import raw_get
+
+            status, crd = await run_blocking(
+                raw_get, self.factory.api_client,
+                f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                f"{resource.resource}.{resource.group}")
+            if status == 200 and isinstance(crd, dict):
+                for version in (crd.get("spec") or {}).get("versions") or []:
+                    if version.get("name") == resource.version:
+                        return crd_columns(version.get("additionalPrinterColumns") or [])
+        return DEFAULT_PRINTER
+
+    # -- unloading ------------------------------------------------------------------
+
+    def _gone_from_thread(self, gvr: GroupVersionResource, reason: str) -> None:
+        loop = self._loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self._drop, gvr)
+            except RuntimeError:
+                pass
+
+    def _drop(self, gvr: GroupVersionResource) -> None:
+        entry = self._entries.pop(gvr, None)
+        if entry is not None:
+            entry.hub.close_all()
+            for callback in self.on_unload:
+                callback(entry)
+
+    async def _reap_idle(self) -> None:
+        interval = max(1.0, min(30.0, self.settings.idle_unload / 4))
+        while True:
+            await asyncio.sleep(interval)
+            cutoff = time.monotonic() - self.settings.idle_unload
+            for gvr, entry in list(self._entries.items()):
+                if entry.prewarmed or entry.hub.subscribers or entry.last_used > cutoff:
+                    continue
+                log.info("unloading idle cache of %s", gvr)
+                self._drop(gvr)
+                await run_blocking(self.factory.stop_informer, gvr, "idle")
+
+    # -- status -----------------------------------------------------------------------
+
+    def entries(self) -> dict[GroupVersionResource, ResourceCache]:
+        return dict(self._entries)
+
+    def pending(self) -> list[GroupVersionResource]:
+        return list(self._pending)
+
+    async def api_server_reachable(self, max_age: float = 5.0) -> bool:
+        """Return whether ``/version`` answered recently (checked at most every ``max_age`` s)."""
+        checked_at, ok = self._reachable
+        if time.monotonic() - checked_at < max_age:
+            return ok
+        from informer_core.discovery import raw_get
+
+        try:
+            status, _ = await run_blocking(raw_get, self.factory.api_client, "/version", 2.0)
+            ok = status == 200
+        except ConnectionError:
+            ok = False
+        self._reachable = (time.monotonic(), ok)
+        return ok
+
+    def prewarm_ready(self) -> bool:
+        """Return whether every pre-warmed resource is loaded and synced."""
+        return all(self.ready_entry(gvr) is not None for gvr in self._prewarm_gvrs)

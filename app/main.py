@@ -1,0 +1,139 @@
+"""The application: ``create_app(settings, factory=None)`` builds everything.
+
+No module-level app or settings: tests build as many apps as they like, each
+with its own factory (a real one against the test cluster, or one over a fake
+lister-watcher). Route order: operations and discovery first, then every other
+path goes to the resource endpoint (``/api/...`` and ``/apis/...`` paths are
+Kubernetes paths; any other first segment is the short form).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
+from starlette.routing import Route
+
+from app.authz import Authorization, ResourcePolicy
+from app.cache import GatewayCache
+from app.limits import StreamLimiter
+from app.metrics import Metrics, MetricsMiddleware
+from app.routers import discovery, ops
+from app.routers.resources import resource_endpoint
+from app.settings import Settings
+from informer_core.factory import SharedInformerFactory
+
+__all__ = ["Gateway", "create_app", "strip_managed_fields"]
+
+log = logging.getLogger(__name__)
+
+_ALL_METHODS = ["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"]
+
+
+def strip_managed_fields(obj: dict) -> dict:
+    """The default transform: drop ``metadata.managedFields`` (about 40% of an object)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
+
+
+class Gateway:
+    """Everything one gateway process holds; ``app.state.gateway``."""
+
+    def __init__(self, settings: Settings, factory: SharedInformerFactory) -> None:
+        self.settings = settings
+        self.cache = GatewayCache(settings, factory)
+        self.policy = ResourcePolicy(settings.allow, settings.deny)
+        self.authorization = Authorization(self.policy)
+        self.limiter = StreamLimiter(settings.max_streams, settings.max_streams_per_client)
+        self.metrics = Metrics(self.cache.entries)
+        self.closing = asyncio.Event()
+
+    async def serve_sse(self, request: Any, resource: Any, selection: Any, query: Any) -> Any:
+        from app.sse import sse_response
+
+        return await sse_response(self, request, resource, selection, query)
+
+    async def start(self) -> None:
+        await self.cache.start(permits=self.policy.permits)
+
+    def begin_shutdown(self) -> None:
+        """End every open stream now (on the loop), before the server waits for connections."""
+        self.closing.set()
+        for entry in self.cache.entries().values():
+            entry.hub.close_all()
+
+    async def stop(self) -> None:
+        self.begin_shutdown()
+        await self.cache.close()
+
+
+def build_factory(settings: Settings, api_client: Any = None) -> SharedInformerFactory:
+    """A factory configured from settings (managedFields stripped unless kept)."""
+    return SharedInformerFactory(
+        api_client, default_resync=settings.resync_period,
+        namespace=settings.namespace or None, page_size=settings.page_size,
+        transform=None if settings.keep_managed_fields else strip_managed_fields)
+
+
+def create_app(settings: Settings | None = None, factory: SharedInformerFactory | None = None,
+               api_client: Any = None) -> FastAPI:
+    """Build the gateway application.
+
+    Args:
+        settings: the gateway's settings (defaults if ``None``).
+        factory: the informer factory to serve from; built from ``api_client``
+            (or the default kube configuration) if ``None``.
+    """
+    settings = settings or Settings()
+    factory = factory or build_factory(settings, api_client)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        gateway = Gateway(settings, factory)
+        app.state.gateway = gateway
+        metrics_holder["metrics"] = gateway.metrics
+        await gateway.start()
+        try:
+            yield
+        finally:
+            await gateway.stop()
+
+    metrics_holder: dict[str, Metrics] = {}
+    app = FastAPI(title="kube-cache-gateway", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url=None)
+    app.include_router(ops.router)
+    app.include_router(discovery.router)
+    app.router.routes.append(Route("/{path:path}", resource_endpoint, methods=_ALL_METHODS))
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
+                           allow_methods=["GET", "HEAD", "OPTIONS"],
+                           allow_headers=["Accept", "Authorization", "Last-Event-ID",
+                                          "If-None-Match", "Content-Type"],
+                           expose_headers=["ETag", "Retry-After"], max_age=600)
+    app.add_middleware(_LazyMetricsMiddleware, holder=metrics_holder)
+    return app
+
+
+class _LazyMetricsMiddleware:
+    """Times requests once the lifespan has made the gateway's metrics."""
+
+    def __init__(self, app: Any, holder: dict) -> None:
+        self.app = app
+        self.holder = holder
+        self._inner: MetricsMiddleware | None = None
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        metrics = self.holder.get("metrics")
+        if metrics is None:
+            await self.app(scope, receive, send)
+            return
+        if self._inner is None or self._inner.metrics is not metrics:
+            self._inner = MetricsMiddleware(self.app, metrics)
+        await self._inner(scope, receive, send)

@@ -1,0 +1,258 @@
+"""Parse a resource request: its path, its query, and what it accepts.
+
+Paths, ``core`` standing for the legacy group:
+
+    /api/v1/{resource}[/{name}]                         and under namespaces/{ns}/
+    /apis/{group}/{version}/{resource}[/{name}]         and under namespaces/{ns}/
+    /{group}/{version}/{resource}[/{name}]              (the short form)
+
+Every problem becomes a ``StatusError`` with a 4xx code that says what was wrong.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import urllib.parse
+from dataclasses import dataclass, field
+
+import orjson
+
+from app.status import StatusError, bad_request, not_acceptable, not_found
+from informer_core.errors import SelectorError
+from informer_core.fields import FieldSelector, parse_field_selector
+from informer_core.labels import Selector, parse_selector, selector_from_set
+from informer_core.validation import is_dns1123_label, is_valid_object_name
+
+__all__ = ["Accept", "Query", "ResourcePath", "decode_continue", "encode_continue",
+           "negotiate", "parse_path", "parse_query"]
+
+_GO_TRUE = ("1", "t", "T", "true", "True", "TRUE")
+_GO_FALSE = ("0", "f", "F", "false", "False", "FALSE")
+
+
+@dataclass(frozen=True)
+class ResourcePath:
+    """What a path names: a collection or an object of one resource."""
+
+    group: str
+    version: str
+    resource: str
+    namespace: str | None = None  # from /namespaces/{ns}/...
+    name: str | None = None
+    subresource: str | None = None
+
+
+def _unknown_path(path: str) -> StatusError:
+    return not_found(f"the server could not find the requested resource ({path})")
+
+
+def parse_path(path: str) -> ResourcePath:
+    """Split a request path into group, version, resource, namespace and name.
+
+    Raises:
+        StatusError: 404 when the path cannot name a resource.
+    """
+    parts = [p for p in path.split("/") if p != ""]
+    if not parts:
+        raise _unknown_path(path)
+    if parts[0] == "api":
+        if len(parts) < 3:
+            raise _unknown_path(path)
+        group, version, rest = "", parts[1], parts[2:]
+    elif parts[0] == "apis":
+        if len(parts) < 4:
+            raise _unknown_path(path)
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        if len(parts) < 3:
+            raise _unknown_path(path)
+        group = "" if parts[0] == "core" else parts[0]
+        version, rest = parts[1], parts[2:]
+    namespace = None
+    if rest[0] == "namespaces" and len(rest) >= 3:
+        namespace, rest = rest[1], rest[2:]
+    if len(rest) > 3:
+        raise _unknown_path(path)
+    resource = rest[0]
+    name = rest[1] if len(rest) > 1 else None
+    subresource = rest[2] if len(rest) > 2 else None
+    return ResourcePath(group, version, resource, namespace, name, subresource)
+
+
+def check_names(target: ResourcePath) -> None:
+    """Validate the namespace and object name in a path.
+
+    Raises:
+        StatusError: 400 for a name no object can have.
+    """
+    if target.namespace is not None:
+        problems = is_dns1123_label(target.namespace)
+        if problems:
+            raise bad_request(f"invalid namespace {target.namespace!r}: {'; '.join(problems)}")
+    if target.name is not None:
+        problems = is_valid_object_name(target.name)
+        if problems:
+            raise bad_request(f"invalid name {target.name!r}: {'; '.join(problems)}")
+
+
+@dataclass(frozen=True)
+class Query:
+    """The query parameters the gateway understands, parsed and validated."""
+
+    labels: Selector
+    fields: FieldSelector
+    limit: int = 0
+    continue_key: str | None = None
+    watch: bool = False
+    resource_version: str = ""
+    timeout_seconds: int | None = None
+    allow_bookmarks: bool = False
+    include_object: str = "Metadata"
+    label_text: str = ""
+    field_text: str = ""
+    raw: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+
+def _go_bool(name: str, value: str) -> bool:
+    if value in _GO_TRUE:
+        return True
+    if value in _GO_FALSE:
+        return False
+    raise bad_request(f"invalid value {value!r} for {name}: not a boolean "
+                      "(use true, false, 1, 0, t or f)")
+
+
+def _non_negative_int(name: str, value: str) -> int:
+    try:
+        number = int(value, 10)
+    except ValueError:
+        raise bad_request(f"invalid value {value!r} for {name}: not an integer") from None
+    if number < 0:
+        raise bad_request(f"invalid value {value!r} for {name}: must not be negative")
+    return number
+
+
+def encode_continue(key: str, query_fingerprint: str) -> str:
+    """Make a continue token: resume after ``key`` for the same query."""
+    return base64.urlsafe_b64encode(orjson.dumps({"v": 1, "k": key, "q": query_fingerprint})).decode()
+
+
+def decode_continue(token: str, query_fingerprint: str) -> str:
+    """Return the key a continue token resumes after.
+
+    Raises:
+        StatusError: 400 for a token that is not ours or belongs to another query.
+    """
+    try:
+        doc = orjson.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
+        if not isinstance(doc, dict) or doc.get("v") != 1 or not isinstance(doc.get("k"), str):
+            raise ValueError
+    except (ValueError, binascii.Error, orjson.JSONDecodeError):
+        raise bad_request(f"invalid continue token {token[:64]!r}: it was not issued by "
+                          "this gateway; start the list again without 'continue'") from None
+    if doc.get("q") != query_fingerprint:
+        raise bad_request("the continue token belongs to a different query "
+                          "(selectors must stay the same while paging)")
+    return doc["k"]
+
+
+def parse_query(query_string: bytes | str, max_length: int) -> Query:
+    """Parse and validate the query string.
+
+    Raises:
+        StatusError: 414 when too long, 400 for any invalid value.
+    """
+    if isinstance(query_string, bytes):
+        query_string = query_string.decode("latin-1")
+    if len(query_string) > max_length:
+        raise StatusError(414, f"the query string is {len(query_string)} bytes; at most "
+                               f"{max_length} are accepted", "RequestURITooLong")
+    pairs = urllib.parse.parse_qsl(query_string, keep_blank_values=True)
+    values: dict[str, str] = {}
+    label_set: dict[str, str] = {}
+    for key, value in pairs:
+        if key.startswith("labels[") and key.endswith("]"):
+            label_set[key[7:-1]] = value
+        else:
+            values[key] = value
+    label_text = values.get("labelSelector", "")
+    try:
+        labels = parse_selector(label_text)
+        if label_set:
+            extra = selector_from_set(label_set)
+            labels = Selector(labels.requirements + extra.requirements)
+    except SelectorError as exc:
+        raise bad_request(f"invalid labelSelector: {exc}") from None
+    field_text = values.get("fieldSelector", "")
+    try:
+        fields = parse_field_selector(field_text)
+    except SelectorError as exc:
+        raise bad_request(f"invalid fieldSelector: {exc}") from None
+    limit = _non_negative_int("limit", values["limit"]) if values.get("limit", "") != "" else 0
+    watch = _go_bool("watch", values["watch"]) if "watch" in values else False
+    timeout = None
+    if values.get("timeoutSeconds", "") != "":
+        timeout = _non_negative_int("timeoutSeconds", values["timeoutSeconds"])
+    bookmarks = (_go_bool("allowWatchBookmarks", values["allowWatchBookmarks"])
+                 if "allowWatchBookmarks" in values else False)
+    rv = values.get("resourceVersion", "")
+    if rv and not rv.isdigit():
+        raise bad_request(f"invalid resourceVersion {rv!r}: not a resource version this "
+                          "gateway issued")
+    include = values.get("includeObject", "") or "Metadata"
+    if include not in ("None", "Metadata", "Object"):
+        raise bad_request(f"invalid includeObject {include!r}: use None, Metadata or Object")
+    return Query(labels=labels, fields=fields, limit=limit,
+                 continue_key=values.get("continue") or None, watch=watch,
+                 resource_version=rv, timeout_seconds=timeout, allow_bookmarks=bookmarks,
+                 include_object=include, label_text=str(labels), field_text=str(fields),
+                 raw=tuple(pairs))
+
+
+@dataclass(frozen=True)
+class Accept:
+    """The chosen representation: ``json``, ``table`` (with its API version) or ``sse``."""
+
+    kind: str
+    table_version: str = "v1"
+
+
+def negotiate(header: str | None, allow_sse: bool) -> Accept:
+    """Choose a representation from an ``Accept`` header, in the client's order.
+
+    Raises:
+        StatusError: 406 when nothing acceptable is offered.
+    """
+    if not header or not header.strip():
+        return Accept("json")
+    offers: list[tuple[float, int, Accept | None]] = []
+    for position, item in enumerate(header.split(",")):
+        media, *params = [p.strip() for p in item.split(";")]
+        media = media.lower()
+        options = {}
+        for param in params:
+            key, _, value = param.partition("=")
+            options[key.strip().lower()] = value.strip()
+        try:
+            q = float(options.get("q", "1"))
+        except ValueError:
+            q = 1.0
+        if q <= 0:
+            continue
+        chosen: Accept | None = None
+        if media == "text/event-stream":
+            chosen = Accept("sse") if allow_sse else None
+        elif media in ("application/json", "application/*", "*/*"):
+            as_ = options.get("as", "")
+            if not as_:
+                chosen = Accept("json")
+            elif as_ == "Table" and options.get("g") == "meta.k8s.io" and \
+                    options.get("v") in ("v1", "v1beta1"):
+                chosen = Accept("table", options["v"])
+        offers.append((q, position, chosen))
+    offers.sort(key=lambda o: (-o[0], o[1]))
+    for _, _, chosen in offers:
+        if chosen is not None:
+            return chosen
+    raise not_acceptable(header)

@@ -1,0 +1,210 @@
+"""Lists, gets and watches of any resource: the gateway's hot path.
+
+A plain Starlette endpoint (no FastAPI dependency machinery on the hot path):
+parse -> authorize -> cache -> bytes. Errors are checked in the contract's
+order: 405 for any verb but GET/HEAD/OPTIONS, 404 unknown resource, 403
+denied by policy, 400 bad selector or parameter, 404 unknown object, 503 cache
+not yet synced (lists and gets only; streams wait).
+
+A list answer is its envelope plus a join of the cached objects' bytes: no
+object is decoded or re-encoded. Pages (``limit`` + ``continue``) walk the
+keys in order, so every object present for the whole walk is returned exactly
+once; like the API server's watch cache, a walk is not a point-in-time snapshot.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from bisect import bisect_right
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app.authz import Access
+from app.bridge import run_blocking
+from app.cache import ResourceCache
+from app.request import (
+    Accept,
+    Query,
+    ResourcePath,
+    check_names,
+    decode_continue,
+    encode_continue,
+    negotiate,
+    parse_path,
+    parse_query,
+)
+from app.selection import Selection
+from app.status import StatusError, forbidden, method_not_allowed, not_found, status_response
+from app.table import table_bytes
+from app.watch import watch_response
+
+__all__ = ["resource_endpoint"]
+
+_READ_METHODS = ("GET", "HEAD")
+_GZIP_ABOVE = 128 * 1024
+
+
+async def resource_endpoint(request: Request) -> Response:
+    """Answer one request for a resource collection or object."""
+    try:
+        return await _serve(request)
+    except StatusError as error:
+        return status_response(error)
+
+
+async def _serve(request: Request) -> Response:
+    gateway = request.app.state.gateway
+    method = request.method
+    if method == "OPTIONS":
+        return Response(status_code=204, headers={"Allow": "GET, HEAD, OPTIONS"})
+    if method not in _READ_METHODS:
+        raise method_not_allowed(method)
+    target = parse_path(request.url.path)
+    resource = await gateway.cache.resolve(target)
+    _check_scope(target, resource)
+    query = parse_query(request.scope.get("query_string", b""), gateway.settings.max_query_length)
+    accept_header = request.headers.get("accept")
+    streaming = query.watch or (target.name is None and accept_header is not None
+                                and "text/event-stream" in accept_header)
+    verb = "get" if target.name is not None else ("watch" if streaming else "list")
+    namespace = target.namespace
+    access = Access(verb, resource, namespace, target.name)
+    await gateway.authorization.authorize(request, access)
+    check_names(target)
+    accept = negotiate(accept_header, allow_sse=target.name is None)
+    scope_ns = gateway.settings.namespace or None
+    if scope_ns is not None and namespace not in (None, scope_ns):
+        raise forbidden(f"this gateway caches only the namespace {scope_ns!r}",
+                        resource=resource.resource, group=resource.group)
+    selection = Selection(namespace, query.labels, query.fields)
+    if query.watch:
+        if target.name is not None:
+            selection = Selection(namespace, query.labels,
+                                  _and_name(query, target.name))
+        return await _watch(request, gateway, resource, selection, query, accept)
+    if accept.kind == "sse":
+        return await gateway.serve_sse(request, resource, selection, query)
+    entry = await gateway.cache.load(resource, wait=gateway.settings.sync_timeout)
+    if target.name is not None:
+        return _get(request, entry, target, accept, query)
+    return await _list(request, entry, selection, query, accept)
+
+
+def _check_scope(target: ResourcePath, resource: Any) -> None:
+    """A path must use a resource the way its scope allows."""
+    if target.subresource is not None:
+        raise not_found(f"the gateway serves no subresources ({target.resource}/"
+                        f"{target.subresource})", resource=resource.resource)
+    if target.namespace is not None and not resource.namespaced:
+        raise not_found(f"{resource.resource} is not namespaced; use "
+                        f"{resource.path}", resource=resource.resource)
+    if target.name is not None and resource.namespaced and target.namespace is None:
+        raise not_found(f"{resource.resource} is namespaced: get an object by "
+                        f"namespaces/{{namespace}}/{resource.resource}/{target.name}",
+                        resource=resource.resource)
+
+
+def _and_name(query: Query, name: str):
+    from informer_core.fields import FieldSelector, Term
+
+    return FieldSelector(query.fields.terms + (Term("metadata.name", name),))
+
+
+def _etag(request: Request, entry: ResourceCache, accept: Accept) -> str:
+    digest = hashlib.blake2b(
+        f"{request.url.path}?{request.scope.get('query_string', b'').decode('latin-1')}"
+        f"|{accept.kind}{accept.table_version}".encode(), digest_size=8).hexdigest()
+    return f'"{entry.hub.id}-{entry.resource_version()}-{digest}"'
+
+
+async def _finish(request: Request, body: bytes, etag: str | None = None) -> Response:
+    headers = {"Cache-Control": "no-cache, private"}
+    if etag is not None:
+        headers["ETag"] = etag
+    if len(body) > _GZIP_ABOVE and "gzip" in request.headers.get("accept-encoding", ""):
+        body = await run_blocking(gzip.compress, body, 1)
+        headers["Content-Encoding"] = "gzip"
+        headers["Vary"] = "Accept-Encoding"
+    return Response(body, media_type="application/json", headers=headers)
+
+
+def _get(request: Request, entry: ResourceCache, target: ResourcePath, accept: Accept,
+         query: Query) -> Response:
+    key = f"{target.namespace}/{target.name}" if target.namespace else target.name
+    found = entry.indexer.get_encoded_by_key(key)
+    if found is None:
+        res = entry.resource
+        raise not_found(f'{res.resource}{"." + res.group if res.group else ""} "{target.name}" '
+                        f"not found", resource=res.resource, name=target.name or "", group=res.group)
+    if accept.kind == "table":
+        body = table_bytes([found.to_dict()], entry.printer, table_version=accept.table_version,
+                           include=query.include_object,
+                           resource_version=found.resource_version)
+        return Response(body, media_type="application/json")
+    return Response(found.raw, media_type="application/json",
+                    headers={"Cache-Control": "no-cache, private"})
+
+
+async def _list(request: Request, entry: ResourceCache, selection: Selection, query: Query,
+                accept: Accept) -> Response:
+    etag = _etag(request, entry, accept)
+    if request.headers.get("if-none-match") == etag:
+        return Response(status_code=304, headers={"ETag": etag})
+    rv = entry.resource_version()
+    objects = selection.select(entry.indexer)
+    objects.sort(key=_key)
+    fingerprint = f"{entry.resource.gvr}|{selection.namespace}|{query.label_text}|{query.field_text}"
+    if query.continue_key is not None:
+        after = decode_continue(query.continue_key, fingerprint)
+        objects = objects[bisect_right([o.key for o in objects], after):]
+    token, remaining = "", None
+    if query.limit and len(objects) > query.limit:
+        remaining = len(objects) - query.limit
+        objects = objects[:query.limit]
+        token = encode_continue(objects[-1].key, fingerprint)
+    if accept.kind == "table":
+        body = table_bytes((o.to_dict() for o in objects), entry.printer,
+                           table_version=accept.table_version, include=query.include_object,
+                           resource_version=rv, continue_token=token, remaining=remaining)
+        return await _finish(request, body, etag)
+    res = entry.resource
+    meta: dict[str, Any] = {"resourceVersion": rv}
+    if token:
+        meta["continue"] = token
+        meta["remainingItemCount"] = remaining
+    head = (b'{"apiVersion":' + orjson.dumps(res.api_version) + b',"kind":'
+            + orjson.dumps(res.list_kind) + b',"metadata":' + orjson.dumps(meta) + b',"items":[')
+    body = b"".join((head, b",".join([o.raw for o in objects]), b"]}"))
+    return await _finish(request, body, etag)
+
+
+def _key(obj: Any) -> str:
+    return obj.key
+
+
+async def _watch(request: Request, gateway: Any, resource: Any, selection: Selection,
+                 query: Query, accept: Accept) -> Response:
+    client = request.client.host if request.client else ""
+    refusal = gateway.limiter.acquire(client)
+    if refusal is not None:
+        raise StatusError(429, f"too many open streams: {refusal}", "TooManyRequests",
+                          headers={"Retry-After": "1"})
+    try:
+        entry = await gateway.cache.load(resource, wait=None)  # a stream waits for the sync
+    except BaseException:
+        gateway.limiter.release(client)
+        raise
+    gateway.metrics.stream_opened("watch")
+
+    def on_close() -> None:
+        gateway.limiter.release(client)
+        gateway.metrics.stream_closed("watch")
+
+    return await watch_response(entry, selection, query, accept, client=client,
+                                max_queue=gateway.settings.subscriber_queue,
+                                bookmark_interval=gateway.settings.bookmark_interval,
+                                closing=gateway.closing, on_close=on_close)

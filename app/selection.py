@@ -1,0 +1,73 @@
+"""What one request asks for: namespace, label selector, field selector.
+
+Lists and streams share it. Label selection reads the parsed labels kept with
+each cached object; field terms on ``metadata.name`` and
+``metadata.namespace`` read the key; any other field path decodes the object
+(once per object per request or event) — the price of arbitrary paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from informer_core.encoded import EncodedObject
+from informer_core.fields import FieldSelector, everything as no_fields
+from informer_core.labels import Selector, everything as no_labels
+from informer_core.lister import select_encoded
+from informer_core.store import Indexer
+
+__all__ = ["Selection"]
+
+_FAST_FIELDS = ("metadata.name", "metadata.namespace")
+
+
+class Selection:
+    """A namespace (or all), a label selector and a field selector; immutable."""
+
+    __slots__ = ("namespace", "labels", "fields", "_fast_terms", "_slow")
+
+    def __init__(self, namespace: str | None = None, labels: Selector | None = None,
+                 fields: FieldSelector | None = None) -> None:
+        self.namespace = namespace or None
+        self.labels = labels or no_labels()
+        self.fields = fields or no_fields()
+        self._fast_terms = [t for t in self.fields.terms if t.field in _FAST_FIELDS]
+        slow = [t for t in self.fields.terms if t.field not in _FAST_FIELDS]
+        self._slow = FieldSelector(tuple(slow)) if slow else None
+
+    def everything(self) -> bool:
+        """Return whether nothing is filtered out (beyond the namespace)."""
+        return self.labels.empty() and self.fields.empty()
+
+    def matches(self, obj: EncodedObject, decoded: Callable[[], dict[str, Any]] | None = None) -> bool:
+        """Return whether ``obj`` is selected; ``decoded()`` supplies its dict if needed."""
+        if self.namespace is not None and obj.namespace != self.namespace:
+            return False
+        if not self.labels.matches(obj.labels):
+            return False
+        for term in self._fast_terms:
+            value = obj.name if term.field == "metadata.name" else obj.namespace
+            if (value == term.value) == term.negated:
+                return False
+        if self._slow is not None:
+            return self._slow.matches(decoded() if decoded is not None else obj.to_dict())
+        return True
+
+    def select(self, indexer: Indexer) -> list[EncodedObject]:
+        """Return the matching cached objects, in no particular order."""
+        namespace = self.namespace
+        if namespace is None:
+            hinted = self.fields.requires_exact("metadata.namespace")
+            namespace = hinted if hinted is not None else None
+        name = self.fields.requires_exact("metadata.name")
+        if name is not None and namespace is not None:
+            found = indexer.get_encoded_by_key(f"{namespace}/{name}" if namespace else name)
+            candidates = [found] if found is not None else []
+            if found is not None and not self.labels.matches(found.labels):
+                candidates = []
+        else:
+            candidates = select_encoded(indexer, self.labels, namespace)
+        if self.fields.empty():
+            return candidates
+        return [o for o in candidates if self.matches(o)]

@@ -1,0 +1,151 @@
+"""Gateway settings: one dataclass, filled from command-line flags or ``KCG_*`` variables.
+
+Every flag ``--some-flag`` can also be set as ``KCG_SOME_FLAG``; a flag given on
+the command line wins over the environment, which wins over the default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+__all__ = ["Settings", "add_arguments", "settings_from_args"]
+
+
+def _split(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    if isinstance(value, (list, tuple)):
+        value = ",".join(value)
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that shapes one gateway process."""
+
+    # Where the cluster is.
+    kubeconfig: str = ""
+    context: str = ""
+    # Where we listen.
+    host: str = "127.0.0.1"
+    port: int = 8080
+    # What we cache.
+    namespace: str = ""
+    prewarm: tuple[str, ...] = ()
+    sync_timeout: float = 10.0
+    resync_period: float = 0.0
+    page_size: int = 500
+    idle_unload: float = 0.0
+    keep_managed_fields: bool = False
+    # Who may read what.
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ("secrets",)
+    cors_origins: tuple[str, ...] = ()
+    # Streams.
+    event_ring_size: int = 10_000
+    bookmark_interval: float = 60.0
+    heartbeat_interval: float = 15.0
+    subscriber_queue: int = 1_000
+    max_streams: int = 10_000
+    max_streams_per_client: int = 100
+    sse_retry_ms: int = 2_000
+    # Operations.
+    log_level: str = "info"
+    log_json: bool = False
+    max_query_length: int = 8_192
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+_HELP = {
+    "kubeconfig": "kubeconfig file (default: $KUBECONFIG or ~/.kube/config; in a pod, the "
+                  "in-cluster service account is used when no kubeconfig is given)",
+    "context": "kubeconfig context to use (default: the current context)",
+    "host": "address to listen on",
+    "port": "port to listen on",
+    "namespace": "cache only this namespace (default: all namespaces)",
+    "prewarm": "resources to cache at start-up, comma-separated, written as kubectl writes "
+               "them: pods,deployments.apps,widgets.v1.example.com",
+    "sync_timeout": "seconds a first request waits for its resource's cache to sync before "
+                    "answering 503 with Retry-After",
+    "resync_period": "seconds between informer resyncs (0: never)",
+    "page_size": "objects per page of the initial LIST",
+    "idle_unload": "stop a resource's informer after this many seconds without requests, "
+                   "freeing its memory (0: never)",
+    "keep_managed_fields": "keep metadata.managedFields in cached objects (about 40%% of "
+                           "their size; kubectl hides them anyway)",
+    "allow": "resources that may be read, comma-separated (default: all but --deny)",
+    "deny": "resources that may never be read; they never get an informer "
+            "(default: secrets)",
+    "cors_origins": "origins allowed to read through browsers (CORS), comma-separated, "
+                    "or * (default: none)",
+    "event_ring_size": "change events kept per resource for resuming streams",
+    "bookmark_interval": "seconds between BOOKMARK events on watches that ask for them",
+    "heartbeat_interval": "seconds between heartbeat comments on idle event streams",
+    "subscriber_queue": "events buffered per stream before a slow subscriber is cut off",
+    "max_streams": "most open watch and event streams in total",
+    "max_streams_per_client": "most open streams per client address",
+    "sse_retry_ms": "reconnect delay advised to EventSource clients, in milliseconds",
+    "log_level": "debug, info, warning or error",
+    "log_json": "write logs as JSON lines",
+    "max_query_length": "longest accepted query string, in bytes",
+}
+
+
+def _env_name(name: str) -> str:
+    return "KCG_" + name.upper()
+
+
+def _parse_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "t", "true", "yes", "y", "on"):
+        return True
+    if value in ("0", "f", "false", "no", "n", "off", ""):
+        return False
+    raise argparse.ArgumentTypeError(f"not a boolean: {text!r}")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add one flag per setting; defaults come from ``KCG_*`` variables, else ``Settings``."""
+    defaults = Settings()
+    for f in fields(Settings):
+        if f.name == "extra":
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        default = getattr(defaults, f.name)
+        env = os.environ.get(_env_name(f.name))
+        help_text = f"{_HELP.get(f.name, '')} [env {_env_name(f.name)}]"
+        if isinstance(default, bool):
+            value = _parse_bool(env) if env is not None else default
+            parser.add_argument(flag, type=_parse_bool, nargs="?", const=True, default=value,
+                                metavar="BOOL", help=help_text + f" (default: {str(default).lower()})")
+        elif isinstance(default, tuple):
+            value = _split(env) if env is not None else default
+            parser.add_argument(flag, type=_split, default=value, metavar="LIST",
+                                help=help_text + f" (default: {','.join(default) or 'none'})")
+        else:
+            kind = type(default)
+            value = kind(env) if env is not None else default
+            parser.add_argument(flag, type=kind, default=value,
+                                help=help_text + f" (default: {default!r})")
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Build ``Settings`` from parsed arguments, checking value ranges.
+
+    Raises:
+        ValueError: a value is out of range.
+    """
+    values = {f.name: getattr(args, f.name) for f in fields(Settings)
+              if f.name != "extra" and hasattr(args, f.name)}
+    settings = Settings(**values)
+    if not 0 < settings.port < 65536:
+        raise ValueError(f"--port must be 1-65535, not {settings.port}")
+    for name in ("sync_timeout", "event_ring_size", "subscriber_queue", "page_size",
+                 "max_streams", "max_streams_per_client", "heartbeat_interval",
+                 "bookmark_interval"):
+        if getattr(settings, name) <= 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be positive")
+    if settings.log_level.lower() not in ("debug", "info", "warning", "error"):
+        raise ValueError(f"--log-level must be debug, info, warning or error")
+    return settings
