@@ -54,6 +54,7 @@ class Gateway:
         self.limiter = StreamLimiter(settings.max_streams, settings.max_streams_per_client)
         self.metrics = Metrics(self.cache.entries)
         self.closing = asyncio.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     async def serve_sse(self, request: Any, resource: Any, selection: Any, query: Any) -> Any:
         from app.sse import sse_response
@@ -61,6 +62,7 @@ class Gateway:
         return await sse_response(self, request, resource, selection, query)
 
     async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
         await self.cache.start(permits=self.policy.permits)
 
     def begin_shutdown(self) -> None:

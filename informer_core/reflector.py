@@ -22,11 +22,12 @@ Behaviour as client-go's reflector:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -152,15 +153,16 @@ class Reflector:
 
     def run(self, stop: threading.Event) -> None:
         """List and watch until ``stop`` is set, backing off between failures."""
-        while not stop.is_set():
-            try:
-                self.list_and_watch(stop)
-            except WatchAbortedError:
-                pass
-            except Exception as exc:  # noqa: BLE001 - every failure is reported, then retried
-                self._report(exc)
-            if stop.wait(self._backoff.next_delay()):
-                break
+        with self._supervised(stop):
+            while not stop.is_set():
+                try:
+                    self._list_and_watch(stop)
+                except WatchAbortedError:
+                    pass
+                except Exception as exc:  # noqa: BLE001 - every failure is reported, then retried
+                    self._report(exc)
+                if stop.wait(self._backoff.next_delay()):
+                    break
 
     def list_and_watch(self, stop: threading.Event) -> None:
         """List everything, then watch until the watch fails or ``stop`` is set.
@@ -168,13 +170,22 @@ class Reflector:
         Returns normally when a relist is due; raises the list's error if the
         list fails.
         """
+        with self._supervised(stop):
+            self._list_and_watch(stop)
+
+    def _list_and_watch(self, stop: threading.Event) -> None:
+        self._list(stop)
+        self._watch_loop(stop)
+
+    @contextlib.contextmanager
+    def _supervised(self, stop: threading.Event) -> Iterator[None]:
+        """Run the supervisor thread (abort on stop, resyncs) for the block's duration."""
         done = threading.Event()
         helper = threading.Thread(target=self._supervise, args=(stop, done),
                                   name=f"reflector-supervisor-{self.name}", daemon=True)
         helper.start()
         try:
-            self._list(stop)
-            self._watch_loop(stop)
+            yield
         finally:
             done.set()
             helper.join()

@@ -81,7 +81,7 @@ def test_create_update_relabel_delete_give_the_exact_handler_sequence(kind, kube
     else:
         gvr, base = CONFIGMAPS, f"/api/v1/namespaces/{namespace}/configmaps"
         body, change = cm("x", {"app": "a"}), {"data": {"k": "v"}}
-    f, stop = factory()
+    f, stop = factory(namespace=namespace)
     generic = f.for_resource(gvr)
     handler = RecordingHandler()
     generic.informer().add_event_handler(handler)

@@ -1,0 +1,206 @@
+"""kubectl and the official Python client, unmodified, print and get the same through the gateway."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+from kubernetes import watch as k8s_watch
+from kubernetes.client.exceptions import ApiException
+
+pytestmark = pytest.mark.cluster
+
+_AGE = re.compile(r"(?<=\s)\d+[smhdy](\d+[smh])?(?=\s|$)")
+
+
+def kubectl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(["kubectl", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def normalise(text: str) -> str:
+    return _AGE.sub("AGE", text)
+
+
+def both(kubeconfig, url, args: list[str]) -> tuple[str, str]:
+    direct = kubectl("--kubeconfig", str(kubeconfig), *args)
+    ours = kubectl("--server", url, *args)
+    assert direct.returncode == 0, direct.stderr
+    assert ours.returncode == 0, ours.stderr
+    return direct.stdout, ours.stdout
+
+
+TABLE_COMMANDS = [
+    ["get", "pods", "-n", "demo-shop"],
+    ["get", "pods", "-n", "demo-shop", "-o", "wide"],
+    ["get", "pods", "-A", "-l", "app=web"],
+    ["get", "pods", "-n", "demo-shop", "-l", "app in (api,migrate)"],
+    ["get", "pods", "-n", "demo-shop", "--field-selector", "status.phase=Running"],
+    ["get", "pods", "-n", "demo-shop", "--show-labels"],
+    ["get", "pod", "api-1", "-n", "demo-shop"],
+    ["get", "deployments", "-A", "-o", "wide"],
+    ["get", "deploy", "web", "-n", "demo-shop"],
+    ["get", "configmaps", "-n", "demo-shop", "-l", "demo=yes"],
+    ["get", "widgets", "-A", "-o", "wide"],
+    ["get", "widgets.example.com", "gizmo", "-n", "demo-shop"],
+    ["get", "nodes", "-o", "wide"],
+    ["get", "namespace", "demo-shop"],
+]
+
+
+@pytest.mark.parametrize("args", TABLE_COMMANDS, ids=lambda a: " ".join(a))
+def test_kubectl_prints_the_same_rows(kubeconfig, gateway, demo, args):
+    for attempt in range(3):  # the cache may trail the apiserver by milliseconds
+        direct, ours = both(kubeconfig, gateway.url, args)
+        if normalise(direct) == normalise(ours):
+            break
+        time.sleep(0.3)
+    assert normalise(ours) == normalise(direct)
+    assert ours.strip(), "nothing printed"
+
+
+@pytest.mark.parametrize("args", [
+    ["get", "pods", "-n", "demo-shop", "-o", "json"],
+    ["get", "pod", "web-1", "-n", "demo-shop", "-o", "json"],
+    ["get", "deployments", "-A", "-o", "yaml"],
+    ["get", "widgets", "-n", "demo-shop", "-o", "yaml"],
+    ["get", "configmap", "settings", "-n", "demo-shop", "-o", "yaml"],
+], ids=lambda a: " ".join(a))
+def test_kubectl_json_and_yaml_show_the_same_objects(kubeconfig, gateway, demo, args):
+    load = yaml.safe_load if "yaml" in args else json.loads
+    for attempt in range(3):
+        direct, ours = both(kubeconfig, gateway.url, args)
+        if load(direct) == load(ours):
+            break
+        time.sleep(0.3)
+    assert load(ours) == load(direct)
+
+
+def test_kubectl_get_watch_prints_changes(kubeconfig, gateway, kube, namespace):
+    kube.create(f"/api/v1/namespaces/{namespace}/configmaps", {"metadata": {"name": "w0"}})
+    proc = subprocess.Popen(["kubectl", "--server", gateway.url, "get", "configmaps", "-n",
+                             namespace, "-w"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")))
+    reader.start()
+    try:
+        deadline = time.monotonic() + 15
+        while not any(line.startswith("w0") for line in lines) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        kube.create(f"/api/v1/namespaces/{namespace}/configmaps",
+                    {"metadata": {"name": "w1"}, "data": {"a": "1"}})
+        kube.patch(f"/api/v1/namespaces/{namespace}/configmaps/w1", {"data": {"b": "2"}})
+        while sum(line.startswith("w1") for line in lines) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        reader.join(5)
+        proc.stdout.close()
+        proc.stderr.close()
+    assert lines[0].split()[:2] == ["NAME", "DATA"]
+    w1 = [line.split()[:2] for line in lines if line.startswith("w1")]
+    assert w1[:2] == [["w1", "1"], ["w1", "2"]]
+
+
+def python_client(url: str) -> k8s.ApiClient:
+    config = k8s.Configuration()
+    config.host = url
+    return k8s.ApiClient(config)
+
+
+def test_official_python_client_lists_and_reads(gateway, kube):
+    api = python_client(gateway.url)
+    try:
+        core, apps = k8s.CoreV1Api(api), k8s.AppsV1Api(api)
+        pods = core.list_namespaced_pod("demo-shop", label_selector="app=web")
+        assert sorted(p.metadata.name for p in pods.items) == ["old-web", "web-1", "web-2"]
+        assert pods.metadata.resource_version
+        everywhere = core.list_pod_for_all_namespaces(field_selector="metadata.namespace=demo-shop")
+        assert len(everywhere.items) == len(kube.get("/api/v1/namespaces/demo-shop/pods")["items"])
+        pod = core.read_namespaced_pod("api-1", "demo-shop")
+        assert pod.status.container_statuses[0].state.waiting.reason == "CrashLoopBackOff"
+        deployments = apps.list_deployment_for_all_namespaces()
+        assert {d.metadata.name for d in deployments.items} >= {"web", "api"}
+        widgets = k8s.CustomObjectsApi(api).list_namespaced_custom_object(
+            "example.com", "v1", "demo-shop", "widgets")
+        assert {w["metadata"]["name"] for w in widgets["items"]} == {"gizmo", "sprocket", "doohickey"}
+        with pytest.raises(ApiException) as info:
+            core.read_namespaced_config_map("nope", "demo-shop")
+        assert info.value.status == 404
+        with pytest.raises(ApiException) as denied:
+            core.list_secret_for_all_namespaces()
+        assert denied.value.status == 403
+    finally:
+        api.close()
+
+
+def test_official_python_client_watch_streams_changes_and_resumes(gateway, kube, namespace):
+    api = python_client(gateway.url)
+    try:
+        core = k8s.CoreV1Api(api)
+        base = f"/api/v1/namespaces/{namespace}/configmaps"
+        kube.create(base, {"metadata": {"name": "before"}})
+        listed = core.list_namespaced_config_map(namespace)
+        while not listed.items:
+            time.sleep(0.05)
+            listed = core.list_namespaced_config_map(namespace)
+        rv = listed.metadata.resource_version
+        seen: list[tuple[str, str]] = []
+
+        def mutate():
+            time.sleep(0.3)
+            kube.create(base, {"metadata": {"name": "during"}})
+            kube.patch(f"{base}/during", {"data": {"x": "1"}})
+            kube.delete(f"{base}/during")
+
+        thread = threading.Thread(target=mutate)
+        thread.start()
+        w = k8s_watch.Watch()
+        for event in w.stream(core.list_namespaced_config_map, namespace, resource_version=rv,
+                              timeout_seconds=10):
+            seen.append((event["type"], event["object"].metadata.name))
+            if event["type"] == "DELETED":
+                w.stop()
+        thread.join()
+        assert seen == [("ADDED", "during"), ("MODIFIED", "during"), ("DELETED", "during")]
+    finally:
+        api.close()
+
+
+def test_official_python_client_gets_410_for_a_too_old_version(gateway):
+    api = python_client(gateway.url)
+    try:
+        core = k8s.CoreV1Api(api)
+        w = k8s_watch.Watch()
+        with pytest.raises(ApiException) as info:
+            for _ in w.stream(core.list_namespaced_config_map, "demo-shop", resource_version="1",
+                              timeout_seconds=5):
+                pass
+        assert info.value.status == 410
+    finally:
+        api.close()
+
+
+def test_kubectl_reads_discovery_and_short_names(gateway):
+    got = kubectl("--server", gateway.url, "api-resources", "--api-group=apps", "-o", "name")
+    assert got.returncode == 0, got.stderr
+    assert "deployments.apps" in got.stdout.split()
+    po = kubectl("--server", gateway.url, "get", "po", "-n", "demo-shop", "-o", "name")
+    assert "pod/web-1" in po.stdout.split()
+
+
+def test_kubectl_errors_are_kubectl_shaped(gateway):
+    missing = kubectl("--server", gateway.url, "get", "pod", "nope-" + uuid.uuid4().hex[:6], "-n", "demo-shop")
+    assert missing.returncode != 0 and "NotFound" in missing.stderr
+    denied = kubectl("--server", gateway.url, "get", "secrets", "-A")
+    assert denied.returncode != 0 and "Forbidden" in denied.stderr
+    write = kubectl("--server", gateway.url, "delete", "pod", "web-1", "-n", "demo-shop")
+    assert write.returncode != 0 and "MethodNotAllowed" in write.stderr

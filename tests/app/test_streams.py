@@ -1,0 +1,301 @@
+"""Watch protocol and Server-Sent Events against the real API server."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import orjson
+import pytest
+
+from tests.app.conftest import run_gateway
+
+pytestmark = pytest.mark.cluster
+
+
+class LineReader:
+    """Reads a streaming response's lines on a thread; wait for what you expect."""
+
+    def __init__(self, url: str, headers: dict | None = None) -> None:
+        self.lines: list[str] = []
+        self.status = None
+        self.headers = None
+        self._done = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(url, headers or {}))
+        self._thread.start()
+
+    def _run(self, url: str, headers: dict) -> None:
+        try:
+            with httpx.stream("GET", url, headers=headers, timeout=30) as response:
+                self.status, self.headers = response.status_code, response.headers
+                for line in response.iter_lines():
+                    self.lines.append(line)
+                    if self._stop.is_set():
+                        break
+        except httpx.HTTPError:
+            pass
+        finally:
+            self._done.set()
+
+    def wait_for(self, predicate, timeout: float = 10.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate(self.lines):
+                return
+            if self._done.is_set() and not predicate(self.lines):
+                break
+            time.sleep(0.02)
+        raise AssertionError(f"timed out; lines so far: {self.lines[-10:]}")
+
+    def ended(self, timeout: float = 10.0) -> bool:
+        return self._done.wait(timeout)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(15)
+
+
+def events(lines: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for line in lines:
+        if line.strip():
+            doc = orjson.loads(line)
+            obj = doc["object"]
+            out.append((doc["type"], obj.get("metadata", {}).get("name", obj.get("code", ""))))
+    return out
+
+
+def sse_events(lines: list[str]) -> list[dict]:
+    """Parse SSE lines into events: {id, event, data}."""
+    out, current = [], {}
+    for line in lines:
+        if line == "":
+            if current:
+                out.append(current)
+            current = {}
+        elif line.startswith(":"):
+            continue
+        else:
+            field, _, value = line.partition(": ")
+            current[field] = value
+    return out
+
+
+@pytest.fixture
+def cm_base(namespace):
+    return f"/api/v1/namespaces/{namespace}/configmaps"
+
+
+def test_watch_without_version_starts_with_the_current_objects(gateway, kube, namespace, cm_base):
+    kube.create(cm_base, {"metadata": {"name": "a"}})
+    time.sleep(0.3)
+    reader = LineReader(f"{gateway.url}{cm_base}?watch=true")
+    try:
+        reader.wait_for(lambda l: ("ADDED", "a") in events(l))
+        kube.create(cm_base, {"metadata": {"name": "b"}})
+        kube.patch(f"{cm_base}/a", {"data": {"x": "1"}})
+        kube.delete(f"{cm_base}/b")
+        reader.wait_for(lambda l: len(events(l)) == 4)
+        assert events(reader.lines) == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "a"), ("DELETED", "b")]
+        assert reader.headers["content-type"].startswith("application/json")
+        assert "content-encoding" not in reader.headers
+    finally:
+        reader.close()
+
+
+def test_watch_resumes_exactly_after_a_resource_version(gateway, kube, namespace, cm_base):
+    listed = httpx.get(f"{gateway.url}{cm_base}").json()
+    rv = listed["metadata"]["resourceVersion"]
+    kube.create(cm_base, {"metadata": {"name": "one"}})
+    two = kube.create(cm_base, {"metadata": {"name": "two"}})
+    time.sleep(0.3)
+    reader = LineReader(f"{gateway.url}{cm_base}?watch=true&resourceVersion={rv}")
+    try:
+        reader.wait_for(lambda l: len(events(l)) == 2)
+        assert events(reader.lines) == [("ADDED", "one"), ("ADDED", "two")]
+    finally:
+        reader.close()
+    after_two = LineReader(f"{gateway.url}{cm_base}?watch=true&resourceVersion={two['metadata']['resourceVersion']}")
+    try:
+        kube.create(cm_base, {"metadata": {"name": "three"}})
+        after_two.wait_for(lambda l: len(events(l)) >= 1)
+        assert events(after_two.lines) == [("ADDED", "three")]
+    finally:
+        after_two.close()
+
+
+def test_watch_from_a_version_older_than_the_ring_gets_410(gateway, cm_base):
+    reader = LineReader(f"{gateway.url}{cm_base}?watch=true&resourceVersion=1")
+    assert reader.ended()
+    (line,) = [l for l in reader.lines if l.strip()]
+    doc = orjson.loads(line)
+    assert doc["type"] == "ERROR"
+    assert doc["object"]["code"] == 410 and doc["object"]["reason"] == "Expired"
+    reader.close()
+
+
+def test_watch_with_selector_sends_transitions_as_the_watch_cache(gateway, kube, namespace, cm_base):
+    reader = LineReader(f"{gateway.url}{cm_base}?watch=true&labelSelector=team%3Dred")
+    try:
+        time.sleep(0.5)
+        kube.create(cm_base, {"metadata": {"name": "blue", "labels": {"team": "blue"}}})
+        kube.create(cm_base, {"metadata": {"name": "x", "labels": {"team": "red"}}})
+        kube.patch(f"{cm_base}/x", {"data": {"k": "v"}})            # stays red: MODIFIED
+        moved = kube.patch(f"{cm_base}/x", {"metadata": {"labels": {"team": "blue"}}})  # leaves: DELETED
+        kube.patch(f"{cm_base}/blue", {"data": {"k": "v"}})         # never matched: nothing
+        kube.patch(f"{cm_base}/x", {"metadata": {"labels": {"team": "red"}}})  # enters: ADDED
+        reader.wait_for(lambda l: len(events(l)) == 4)
+        assert events(reader.lines) == [("ADDED", "x"), ("MODIFIED", "x"), ("DELETED", "x"), ("ADDED", "x")]
+        deleted = orjson.loads(reader.lines[2])["object"]
+        assert deleted["metadata"]["labels"] == {"team": "red"}, "last matching state"
+        assert deleted["metadata"]["resourceVersion"] == moved["metadata"]["resourceVersion"]
+    finally:
+        reader.close()
+
+
+def test_bookmarks_when_asked_and_timeout_seconds(gateway, cm_base):
+    started = time.monotonic()
+    reader = LineReader(f"{gateway.url}{cm_base}?watch=true&allowWatchBookmarks=true&timeoutSeconds=3")
+    assert reader.ended(timeout=10)
+    elapsed = time.monotonic() - started
+    assert 2.5 < elapsed < 6
+    kinds = [orjson.loads(l)["type"] for l in reader.lines if l.strip()]
+    assert kinds.count("BOOKMARK") >= 2
+    bookmark = next(orjson.loads(l) for l in reader.lines if '"BOOKMARK"' in l)
+    assert bookmark["object"]["kind"] == "ConfigMap" and bookmark["object"]["metadata"]["resourceVersion"]
+    reader.close()
+
+
+def test_no_bookmarks_unless_asked(gateway, cm_base):
+    reader = LineReader(f"{gateway.url}{cm_base}?watch=true&timeoutSeconds=2")
+    assert reader.ended(timeout=10)
+    assert not any('"BOOKMARK"' in l for l in reader.lines)
+    reader.close()
+
+
+def test_a_slow_watcher_is_disconnected_and_others_unaffected(local_cluster, kube, namespace, cm_base):
+    with run_gateway(local_cluster) as gw:
+        fast = LineReader(f"{gw.url}{cm_base}?watch=true")
+        try:
+            fast.wait_for(lambda l: True, timeout=2)
+            entry = None
+            deadline = time.monotonic() + 10
+            while entry is None and time.monotonic() < deadline:
+                entry = next(iter(gw.gateway.cache.entries().values()), None)
+                time.sleep(0.05)
+            # A subscriber that never reads: offer events straight to a queue no one drains.
+            from app.events import Subscriber
+            from app.selection import Selection
+
+            stuck = Subscriber(Selection(namespace), 5)
+            gw.gateway.loop.call_soon_threadsafe(entry.hub.subscribe, stuck)
+            kube.create_many(cm_base, [{"metadata": {"name": f"s{i}"}} for i in range(12)])
+            fast.wait_for(lambda l: len(events(l)) >= 12)
+            assert stuck.overflowed and len(stuck._queue) == 5
+            assert not fast.ended(timeout=0.5), "the fast watcher keeps its stream"
+        finally:
+            fast.close()
+
+
+def test_sse_initial_state_synced_live_and_resume(gateway, kube, namespace, cm_base):
+    kube.create(cm_base, {"metadata": {"name": "s0"}})
+    time.sleep(0.3)
+    url = f"{gateway.url}/core/v1/namespaces/{namespace}/configmaps"
+    reader = LineReader(url, {"Accept": "text/event-stream"})
+    try:
+        reader.wait_for(lambda l: any(e.get("event") == "SYNCED" for e in sse_events(l)))
+        assert reader.headers["content-type"].startswith("text/event-stream")
+        evs = sse_events(reader.lines)
+        assert evs[0] == {"retry": "2000"} or "retry" in evs[0]
+        added = [e for e in evs if e.get("event") == "ADDED"]
+        assert [orjson.loads(e["data"])["metadata"]["name"] for e in added] == ["s0"]
+        kube.create(cm_base, {"metadata": {"name": "s1"}})
+        reader.wait_for(lambda l: any(e.get("event") == "ADDED" and '"s1"' in e["data"]
+                                      for e in sse_events(l)))
+        last_id = [e for e in sse_events(reader.lines) if "id" in e][-1]["id"]
+    finally:
+        reader.close()
+    kube.patch(f"{cm_base}/s1", {"data": {"a": "1"}})
+    kube.delete(f"{cm_base}/s0")
+    time.sleep(0.3)
+    resumed = LineReader(url, {"Accept": "text/event-stream", "Last-Event-ID": last_id})
+    try:
+        resumed.wait_for(lambda l: len([e for e in sse_events(l) if "event" in e]) >= 2)
+        time.sleep(0.3)
+        got = [(e["event"], orjson.loads(e["data"])["metadata"]["name"])
+               for e in sse_events(resumed.lines) if e.get("event") in ("ADDED", "MODIFIED", "DELETED")]
+        assert got == [("MODIFIED", "s1"), ("DELETED", "s0")]
+        assert not any(e.get("event") in ("RESET", "SYNCED") for e in sse_events(resumed.lines))
+    finally:
+        resumed.close()
+
+
+def test_sse_unknown_id_gets_reset_then_fresh_state(gateway, namespace, kube, cm_base):
+    kube.create(cm_base, {"metadata": {"name": "r0"}})
+    time.sleep(0.3)
+    url = f"{gateway.url}/core/v1/namespaces/{namespace}/configmaps"
+    reader = LineReader(url, {"Accept": "text/event-stream", "Last-Event-ID": "deadbeef.12"})
+    try:
+        reader.wait_for(lambda l: any(e.get("event") == "SYNCED" for e in sse_events(l)))
+        kinds = [e["event"] for e in sse_events(reader.lines) if "event" in e]
+        assert kinds == ["RESET", "ADDED", "SYNCED"]
+    finally:
+        reader.close()
+
+
+def test_sse_over_the_stream_limit_is_a_200_with_retry_and_error_429(local_cluster, namespace):
+    with run_gateway(local_cluster, max_streams_per_client=1) as gw:
+        url = f"{gw.url}/core/v1/namespaces/{namespace}/configmaps"
+        first = LineReader(url, {"Accept": "text/event-stream"})
+        try:
+            first.wait_for(lambda l: any(e.get("event") == "SYNCED" for e in sse_events(l)))
+            second = LineReader(url, {"Accept": "text/event-stream"})
+            assert second.ended()
+            assert second.status == 200
+            evs = sse_events(second.lines)
+            assert "retry" in evs[0]
+            error = next(e for e in evs if e.get("event") == "ERROR")
+            assert orjson.loads(error["data"])["code"] == 429
+            second.close()
+            watch = httpx.get(f"{gw.url}/api/v1/namespaces/{namespace}/configmaps?watch=true")
+            assert watch.status_code == 429
+        finally:
+            first.close()
+
+
+@pytest.mark.timeout(120)
+def test_sse_subscriber_that_falls_behind_gets_error_429_and_the_stream_ends(local_cluster, namespace):
+    with run_gateway(local_cluster, subscriber_queue=2) as gw:
+        url = f"{gw.url}/core/v1/namespaces/{namespace}/configmaps"
+        reader = LineReader(url, {"Accept": "text/event-stream"})
+        try:
+            reader.wait_for(lambda l: any(e.get("event") == "SYNCED" for e in sse_events(l)))
+            (entry,) = gw.gateway.cache.entries().values()
+            (subscriber,) = entry.hub.subscribers
+
+            def overflow():  # what offer() does when the bounded queue is full
+                subscriber.overflowed = True
+                subscriber._wakeup.set()
+
+            gw.gateway.loop.call_soon_threadsafe(overflow)
+            assert reader.ended(timeout=10)
+            error = [e for e in sse_events(reader.lines) if e.get("event") == "ERROR"]
+            assert len(error) == 1 and orjson.loads(error[0]["data"])["code"] == 429
+            assert "id" not in error[0], "an ERROR must not move the client's Last-Event-ID"
+        finally:
+            reader.close()
+
+
+def test_subscriber_queue_bound_marks_overflow_instead_of_growing():
+    from app.events import Event, Subscriber
+    from app.selection import Selection
+    from informer_core.encoded import EncodedObject
+
+    subscriber = Subscriber(Selection(), max_queue=3)
+    obj = EncodedObject.from_dict({"metadata": {"name": "x", "namespace": "n", "resourceVersion": "5"}})
+    for seq in range(10):
+        subscriber.offer(Event(seq, "ADDED", obj, None, 5, "hub"))
+    assert subscriber.overflowed
+    assert len(subscriber._queue) == 3
