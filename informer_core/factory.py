@@ -20,12 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 from informer_core.discovery import APIResource, Discovery, GroupVersionResource
-from informer_core.errors import NotFoundError
+from informer_core.errors import NotFoundError, UnsupportedResourceError
 from informer_core.informer import SharedIndexInformer
 from informer_core.lister import GenericLister
 from informer_core.listwatch import ApiListerWatcher, ListOptions
 
-__all__ = ["GenericInformer", "GroupVersionResource", "SharedInformerFactory", "default_api_client"]
+__all__ = ["GenericInformer", "GroupVersionResource", "NotFoundError", "SharedInformerFactory",
+           "UnsupportedResourceError", "default_api_client"]
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from informer_core.errors import NotFoundError
 from informer_core.labels import Operator, Selector, everything
 from informer_core.store import LABEL_INDEX, NAMESPACE_INDEX, Indexer
 
-__all__ = ["GenericLister", "GenericNamespaceLister", "select_encoded"]
+__all__ = ["GenericLister", "GenericNamespaceLister", "NotFoundError", "select_encoded"]
 
 _POSITIVE = (Operator.IN, Operator.EQUALS, Operator.DOUBLE_EQUALS)
 

@@ -32,6 +32,26 @@ def test_contract_names_are_importable_from_their_modules(module, names):
         assert hasattr(mod, name), f"{module}.{name}"
 
 
+@pytest.mark.parametrize("module,names", [
+    ("informer_core.labels", ["SelectorError"]),
+    ("informer_core.fields", ["SelectorError"]),
+    ("informer_core.delta_fifo", ["FIFOClosedError"]),
+    ("informer_core.reflector", ["ResourceExpiredError", "ListerWatcher", "ListOptions", "ListPage",
+                                 "WatchEvent", "WatchStream", "Reflector"]),
+    ("informer_core.informer", ["SharedIndexInformer", "ResourceEventHandler",
+                                "ResourceEventHandlerFuncs"]),
+    ("informer_core.factory", ["NotFoundError", "UnsupportedResourceError", "GroupVersionResource",
+                               "SharedInformerFactory", "GenericInformer"]),
+    ("informer_core.lister", ["NotFoundError", "GenericLister", "GenericNamespaceLister"]),
+])
+def test_each_module_exports_what_it_raises_and_defines(module, names):
+    mod = importlib.import_module(module)
+    for name in names:
+        assert hasattr(mod, name), f"{module}.{name}"
+        if name.endswith("Error"):
+            assert getattr(mod, name) is getattr(errors, name)
+
+
 def test_errors_live_in_errors_and_at_the_root():
     for name in ("SelectorError", "FIFOClosedError", "ResourceExpiredError", "NotFoundError",
                  "UnsupportedResourceError"):

@@ -1,0 +1,125 @@
+"""Idle unloading, readiness, and the real `serve` command's graceful SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from informer_core.testing.cluster import free_port
+from tests.app.conftest import run_gateway
+
+pytestmark = pytest.mark.cluster
+
+
+def wait_for(predicate, timeout=20.0, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("timed out")
+
+
+def test_idle_informers_are_unloaded_and_come_back_on_demand(local_cluster, namespace):
+    with run_gateway(local_cluster, idle_unload=2.0) as gw:
+        url = f"{gw.url}/core/v1/namespaces/{namespace}/configmaps"
+        assert httpx.get(url).status_code == 200
+        factory = gw.gateway.cache.factory
+        (generic,) = factory.informers().values()
+        wait_for(lambda: not gw.gateway.cache.entries(), timeout=15)
+        wait_for(lambda: generic.thread is not None and not generic.thread.is_alive(), timeout=15)
+        assert generic.gone_reason == "idle"
+        assert httpx.get(url).status_code == 200, "a later request loads it again"
+        (fresh,) = factory.informers().values()
+        assert fresh is not generic and not fresh.stopped()
+
+
+def test_unloading_is_off_by_default_and_streams_keep_a_cache_loaded(local_cluster, namespace):
+    with run_gateway(local_cluster, idle_unload=1.0) as gw:
+        url = f"{gw.url}/core/v1/namespaces/{namespace}/configmaps"
+        with httpx.stream("GET", url + "?watch=true", timeout=30) as stream:
+            time.sleep(4)
+            assert gw.gateway.cache.entries(), "a resource with an open stream is not idle"
+        del stream
+    with run_gateway(local_cluster) as gw:
+        assert gw.settings.idle_unload == 0
+
+
+def test_readyz_waits_for_prewarm_and_reports_an_unreachable_apiserver(local_cluster):
+    server = local_cluster.add_apiserver()
+    client = local_cluster.api_client(server=server)
+    try:
+        from dataclasses import replace
+
+        from tests.app.conftest import RunningGateway
+        from app.settings import Settings
+
+        settings = Settings(port=free_port(), prewarm=("configmaps", "deployments.apps"))
+        gw = RunningGateway(settings, client).start()
+        try:
+            wait_for(lambda: httpx.get(f"{gw.url}/readyz").status_code == 200)
+            local_cluster.stop_apiserver(server)
+            time.sleep(5.5)  # reachability is re-checked at most every 5 s
+            not_ready = httpx.get(f"{gw.url}/readyz")
+            assert not_ready.status_code == 503 and "API server" in not_ready.text
+            assert httpx.get(f"{gw.url}/healthz").text == "ok", "alive all the same"
+            served = httpx.get(f"{gw.url}/core/v1/configmaps")
+            assert served.status_code == 200, "the cache still answers"
+        finally:
+            gw.stop()
+    finally:
+        local_cluster.apiservers.remove(server)
+        client.close()
+
+
+def test_prewarm_of_a_denied_or_unknown_resource_fails_start_up(local_cluster, tmp_path):
+    kubeconfig = local_cluster.write_kubeconfig(tmp_path / "kc", local_cluster.admin)
+    for prewarm, needle in (("secrets", "denied"), ("nosuchthings", "nosuchthings")):
+        out = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--kubeconfig", str(kubeconfig),
+                              "--port", str(free_port()), "--prewarm", prewarm],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode != 0
+        assert needle in out.stderr
+
+
+def test_serve_ends_streams_and_exits_cleanly_on_sigterm(local_cluster, tmp_path):
+    kubeconfig = local_cluster.write_kubeconfig(tmp_path / "kc", local_cluster.admin)
+    port = free_port()
+    env = dict(os.environ, KCG_PORT=str(port), KCG_LOG_LEVEL="warning")
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--kubeconfig", str(kubeconfig),
+                             "--prewarm", "configmaps"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for(lambda: _ok(f"{url}/readyz"), timeout=30)
+        with httpx.stream("GET", f"{url}/core/v1/configmaps",
+                          headers={"Accept": "text/event-stream"}, timeout=30) as sse:
+            lines = sse.iter_lines()
+            while next(lines) != "event: SYNCED":
+                pass
+            started = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            rest = list(lines)  # ends when the server ends the stream
+        assert any('"code":503' in line for line in rest), rest[-4:]
+        assert proc.wait(timeout=15) == 0
+        assert time.monotonic() - started < 10
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def _ok(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
