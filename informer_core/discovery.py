@@ -238,6 +238,10 @@ class Discovery:
         """Return what the current view says of ``gvr`` (no I/O; ``None`` if unknown or not loaded)."""
         return self._lookup(GroupVersionResource(*gvr))
 
+    def age(self) -> float:
+        """Seconds since the current view was fetched (infinite before the first fetch)."""
+        return self._clock() - self._last_refresh if self._loaded else float("inf")
+
     def loaded(self) -> bool:
         """Return whether discovery has been fetched at least once."""
         return self._loaded

@@ -8,8 +8,6 @@ listed too; reading them answers 403.
 
 from __future__ import annotations
 
-import time
-
 import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
@@ -29,8 +27,7 @@ def _json(doc: object) -> Response:
 
 async def _discovery(request: Request):
     discovery = request.app.state.gateway.cache.factory.discovery
-    fetched = getattr(discovery, "_last_refresh", 0.0)
-    if not discovery.loaded() or time.monotonic() - fetched > _MAX_AGE:
+    if discovery.age() > _MAX_AGE:
         try:
             await run_blocking(discovery.refresh)
         except ConnectionError as exc:

@@ -66,15 +66,22 @@ async def _serve(request: Request) -> Response:
     target = parse_path(request.url.path)
     resource = await gateway.cache.resolve(target)
     _check_scope(target, resource)
-    query = parse_query(request.scope.get("query_string", b""), gateway.settings.max_query_length)
+    raw_query = request.scope.get("query_string", b"")
+    try:
+        query, query_error = parse_query(raw_query, gateway.settings.max_query_length), None
+    except StatusError as error:  # reported after authorization: 403 comes before 400
+        query, query_error = None, error
     accept_header = request.headers.get("accept")
-    streaming = query.watch or (target.name is None and accept_header is not None
-                                and "text/event-stream" in accept_header)
+    watching = query.watch if query is not None else b"watch=" in raw_query
+    streaming = watching or (target.name is None and accept_header is not None
+                             and "text/event-stream" in accept_header)
     verb = "get" if target.name is not None else ("watch" if streaming else "list")
     namespace = target.namespace
     access = Access(verb, resource, namespace, target.name)
     await gateway.authorization.authorize(request, access)
     check_names(target)
+    if query_error is not None:
+        raise query_error
     accept = negotiate(accept_header, allow_sse=target.name is None)
     scope_ns = gateway.settings.namespace or None
     if scope_ns is not None and namespace not in (None, scope_ns):

@@ -152,6 +152,18 @@ def test_secrets_are_denied_but_listed_in_discovery(http, kube):
     assert "secrets" in names
 
 
+def test_status_codes_come_in_the_contract_order(http):
+    # 405 before 404 (unknown resource) before 403 (denied) before 400 (bad parameter)
+    # before 404 (unknown object).
+    assert http.post("/core/v1/nosuchthings?labelSelector=a%3D%3D%3Db").status_code == 405
+    assert http.get("/core/v1/nosuchthings?labelSelector=a%3D%3D%3Db").status_code == 404
+    assert http.get("/core/v1/secrets?labelSelector=a%3D%3D%3Db&limit=x").status_code == 403
+    assert http.get("/core/v1/namespaces/Bad_NS/secrets").status_code == 403
+    assert http.get("/core/v1/namespaces/Bad_NS/configmaps/x?limit=-1").status_code == 400
+    assert http.get("/core/v1/namespaces/demo-shop/configmaps/nope?limit=-1").status_code == 400
+    assert http.get("/core/v1/namespaces/demo-shop/configmaps/nope").status_code == 404
+
+
 def test_a_denied_resource_never_gets_an_informer(gateway, http):
     http.get("/core/v1/secrets")
     assert all(gvr.resource != "secrets" for gvr in gateway.gateway.cache.factory.informers())

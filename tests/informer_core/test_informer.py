@@ -15,35 +15,16 @@ from tests.helpers import wait_until
 from tests.informer_core.fakes import FakeListerWatcher, RecordingHandler, obj
 
 
-@pytest.fixture
-def run_informer():
-    """Start informers in threads; stop and join them after the test."""
-    running: list[tuple[threading.Event, threading.Thread]] = []
-
-    def start(informer: SharedIndexInformer) -> threading.Event:
-        stop = threading.Event()
-        thread = threading.Thread(target=informer.run, args=(stop,))
-        thread.start()
-        running.append((stop, thread))
-        return stop
-
-    yield start
-    for stop, thread in running:
-        stop.set()
-        thread.join(5)
-        assert not thread.is_alive()
-
-
 def names(informer):
     return sorted(o["metadata"]["name"] for o in informer.get_store().list())
 
 
-def test_handler_sees_the_exact_sequence(run_informer):
+def test_handler_sees_the_exact_sequence(run_in_thread):
     fake = FakeListerWatcher([obj("a"), obj("b")])
     informer = SharedIndexInformer(fake)
     handler = RecordingHandler()
     informer.add_event_handler(handler)
-    run_informer(informer)
+    run_in_thread(informer)
     wait_until(informer.has_synced, message="sync")
     fake.create(obj("c"))
     fake.update(obj("a", data={"x": "1"}))
@@ -55,24 +36,24 @@ def test_handler_sees_the_exact_sequence(run_informer):
     assert names(informer) == ["a", "c"]
 
 
-def test_has_synced_only_after_the_initial_list_is_in_the_indexer(run_informer):
+def test_has_synced_only_after_the_initial_list_is_in_the_indexer(run_in_thread):
     fake = FakeListerWatcher([obj(f"o{i}") for i in range(50)])
     informer = SharedIndexInformer(fake)
     assert not informer.has_synced()
     seen_at_sync = []
-    run_informer(informer)
+    run_in_thread(informer)
     wait_until(informer.has_synced)
     seen_at_sync.append(len(informer.get_store().list_keys()))
     assert seen_at_sync == [50]
     assert informer.last_sync_resource_version() == "50"
 
 
-def test_relist_turns_missed_deletions_into_tombstones_and_changes_into_updates(run_informer):
+def test_relist_turns_missed_deletions_into_tombstones_and_changes_into_updates(run_in_thread):
     fake = FakeListerWatcher([obj("keep"), obj("change"), obj("gone")])
     informer = SharedIndexInformer(fake)
     handler = RecordingHandler()
     informer.add_event_handler(handler)
-    run_informer(informer)
+    run_in_thread(informer)
     wait_until(informer.has_synced)
     received = []
     informer.add_event_handler(ResourceEventHandlerFuncs(delete_func=received.append))
@@ -91,13 +72,13 @@ def test_relist_turns_missed_deletions_into_tombstones_and_changes_into_updates(
     assert names(informer) == ["change", "keep", "new"]
 
 
-def test_a_slow_handler_does_not_delay_another(run_informer):
+def test_a_slow_handler_does_not_delay_another(run_in_thread):
     fake = FakeListerWatcher()
     informer = SharedIndexInformer(fake)
     slow, fast = RecordingHandler(delay=0.5), RecordingHandler()
     informer.add_event_handler(slow)
     informer.add_event_handler(fast)
-    run_informer(informer)
+    run_in_thread(informer)
     wait_until(informer.has_synced)
     started = time.monotonic()
     for i in range(10):
@@ -107,7 +88,7 @@ def test_a_slow_handler_does_not_delay_another(run_informer):
     assert len(slow.calls) <= 1
 
 
-def test_a_failing_handler_does_not_stop_delivery(run_informer):
+def test_a_failing_handler_does_not_stop_delivery(run_in_thread):
     fake = FakeListerWatcher()
     informer = SharedIndexInformer(fake)
     calls = []
@@ -117,17 +98,17 @@ def test_a_failing_handler_does_not_stop_delivery(run_informer):
         raise RuntimeError("handler bug")
 
     informer.add_event_handler(ResourceEventHandlerFuncs(add_func=boom))
-    run_informer(informer)
+    run_in_thread(informer)
     wait_until(informer.has_synced)
     fake.create(obj("a"))
     fake.create(obj("b"))
     wait_until(lambda: calls == ["a", "b"], message="both adds despite the failure")
 
 
-def test_a_late_handler_first_gets_everything_cached(run_informer):
+def test_a_late_handler_first_gets_everything_cached(run_in_thread):
     fake = FakeListerWatcher([obj("a"), obj("b")])
     informer = SharedIndexInformer(fake)
-    run_informer(informer)
+    run_in_thread(informer)
     wait_until(informer.has_synced)
     late = RecordingHandler()
     registration = informer.add_event_handler(late)
@@ -138,13 +119,13 @@ def test_a_late_handler_first_gets_everything_cached(run_informer):
     assert late.snapshot()[2] == ("add", "c", False)
 
 
-def test_removed_handler_gets_nothing_more(run_informer):
+def test_removed_handler_gets_nothing_more(run_in_thread):
     fake = FakeListerWatcher()
     informer = SharedIndexInformer(fake)
     handler, other = RecordingHandler(), RecordingHandler()
     registration = informer.add_event_handler(handler)
     informer.add_event_handler(other)
-    run_informer(informer)
+    run_in_thread(informer)
     wait_until(informer.has_synced)
     fake.create(obj("a"))
     wait_until(lambda: len(handler.calls) == 1 and len(other.calls) == 1)
@@ -155,13 +136,13 @@ def test_removed_handler_gets_nothing_more(run_informer):
     assert informer.handler_count() == 1
 
 
-def test_resync_goes_only_to_handlers_due_for_it(run_informer):
+def test_resync_goes_only_to_handlers_due_for_it(run_in_thread):
     fake = FakeListerWatcher([obj("a")])
     informer = SharedIndexInformer(fake, resync_period=1.0)
     resyncing, quiet = RecordingHandler(), RecordingHandler()
     informer.add_event_handler(resyncing, resync_period=1.0)
     informer.add_event_handler(quiet, resync_period=0)
-    run_informer(informer)
+    run_in_thread(informer)
     wait_until(lambda: any(c[0] == "update" for c in resyncing.snapshot()), timeout=4,
                message="a resync update")
     update = next(c for c in resyncing.snapshot() if c[0] == "update")
@@ -169,18 +150,18 @@ def test_resync_goes_only_to_handlers_due_for_it(run_informer):
     assert [c[0] for c in quiet.snapshot()] == ["add"]
 
 
-def test_an_informer_without_resync_ignores_handler_resync_periods(run_informer):
+def test_an_informer_without_resync_ignores_handler_resync_periods(run_in_thread):
     fake = FakeListerWatcher([obj("a")])
     informer = SharedIndexInformer(fake)
     handler = RecordingHandler()
     informer.add_event_handler(handler, resync_period=1.0)
-    run_informer(informer)
+    run_in_thread(informer)
     wait_until(informer.has_synced)
     time.sleep(1.5)
     assert [c[0] for c in handler.snapshot()] == ["add"]
 
 
-def test_transform_applies_to_stored_and_delivered_objects(run_informer):
+def test_transform_applies_to_stored_and_delivered_objects(run_in_thread):
     fake = FakeListerWatcher([obj("a", managed=1)])
     fake.objects["ns/a"]["metadata"]["managedFields"] = [{"manager": "kubectl"}]
     informer = SharedIndexInformer(fake)
@@ -192,7 +173,7 @@ def test_transform_applies_to_stored_and_delivered_objects(run_informer):
     informer.set_transform(strip)
     handler = []
     informer.add_event_handler(ResourceEventHandlerFuncs(add_func=handler.append))
-    run_informer(informer)
+    run_in_thread(informer)
     wait_until(lambda: handler)
     assert "managedFields" not in handler[0]["metadata"]
     assert "managedFields" not in informer.get_store().get_by_key("ns/a")["metadata"]
@@ -202,7 +183,7 @@ def test_transform_applies_to_stored_and_delivered_objects(run_informer):
         informer.set_watch_error_handler(print)
 
 
-def test_cache_is_encoded_and_indexed_by_namespace_and_labels(run_informer):
+def test_cache_is_encoded_and_indexed_by_namespace_and_labels(run_in_thread):
     fake = FakeListerWatcher([obj("a", "n1", {"app": "web"}), obj("b", "n2", {"app": "db"})])
     informer = SharedIndexInformer(fake)
     raw = []
@@ -220,7 +201,7 @@ def test_cache_is_encoded_and_indexed_by_namespace_and_labels(run_informer):
             pass
 
     informer.add_event_handler(Raw())
-    run_informer(informer)
+    run_in_thread(informer)
     wait_until(lambda: len(raw) == 2)
     assert all(isinstance(o, EncodedObject) for o in raw)
     indexer = informer.get_indexer()
@@ -229,12 +210,12 @@ def test_cache_is_encoded_and_indexed_by_namespace_and_labels(run_informer):
     assert all(isinstance(o, EncodedObject) for o in indexer.list_encoded())
 
 
-def test_watch_error_handler_sees_failures(run_informer):
+def test_watch_error_handler_sees_failures(run_in_thread):
     fake = FakeListerWatcher([obj("a")])
     informer = SharedIndexInformer(fake)
     errors = []
     informer.set_watch_error_handler(errors.append)
-    run_informer(informer)
+    run_in_thread(informer)
     wait_until(informer.has_synced)
     fake.break_watches()
     wait_until(lambda: errors, message="a reported error")

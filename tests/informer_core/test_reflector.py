@@ -56,29 +56,10 @@ def no_backoff():
     return ExponentialBackoff(initial=0.01, cap=0.02, jitter=0.0)
 
 
-@pytest.fixture
-def running():
-    """Run reflectors in threads; stop and join them after the test."""
-    started: list[tuple[threading.Event, threading.Thread]] = []
-
-    def start(reflector: Reflector) -> threading.Event:
-        stop = threading.Event()
-        thread = threading.Thread(target=reflector.run, args=(stop,))
-        thread.start()
-        started.append((stop, thread))
-        return stop
-
-    yield start
-    for stop, thread in started:
-        stop.set()
-        thread.join(5)
-        assert not thread.is_alive()
-
-
-def test_first_list_asks_rv_0_and_pages_without_rv(running):
+def test_first_list_asks_rv_0_and_pages_without_rv(run_in_thread):
     fake = FakeListerWatcher([obj(f"o{i}") for i in range(12)])
     store = RecordingStore()
-    running(Reflector(fake, store, page_size=5, backoff=no_backoff()))
+    run_in_thread(Reflector(fake, store, page_size=5, backoff=no_backoff()))
     wait_until(lambda: store.of("replace"), message="replace")
     first, *rest = fake.list_calls
     assert (first.resource_version, first.limit, first.continue_token) == ("0", 5, "")
@@ -87,10 +68,10 @@ def test_first_list_asks_rv_0_and_pages_without_rv(running):
     assert store.of("replace") == [("replace", sorted(f"o{i}" for i in range(12)), "12")]
 
 
-def test_watch_starts_at_the_list_version_with_bookmarks_and_a_timeout(running):
+def test_watch_starts_at_the_list_version_with_bookmarks_and_a_timeout(run_in_thread):
     fake = FakeListerWatcher([obj("a")])
     store = RecordingStore()
-    running(Reflector(fake, store, backoff=no_backoff()))
+    run_in_thread(Reflector(fake, store, backoff=no_backoff()))
     wait_until(lambda: fake.watch_calls, message="a watch")
     watch = fake.watch_calls[0]
     assert watch.resource_version == "1"
@@ -98,11 +79,11 @@ def test_watch_starts_at_the_list_version_with_bookmarks_and_a_timeout(running):
     assert 300 <= watch.timeout_seconds < 600
 
 
-def test_watch_events_reach_the_store_and_advance_the_version(running):
+def test_watch_events_reach_the_store_and_advance_the_version(run_in_thread):
     fake = FakeListerWatcher([obj("a")])
     store = RecordingStore()
     reflector = Reflector(fake, store, backoff=no_backoff())
-    running(reflector)
+    run_in_thread(reflector)
     wait_until(lambda: fake.watch_calls)
     fake.create(obj("b"))
     fake.update(obj("a", data={"k": "v"}))
@@ -112,11 +93,11 @@ def test_watch_events_reach_the_store_and_advance_the_version(running):
     assert reflector.last_sync_resource_version() == "4"
 
 
-def test_clean_close_resumes_from_the_bookmark_version_without_relisting(running):
+def test_clean_close_resumes_from_the_bookmark_version_without_relisting(run_in_thread):
     fake = FakeListerWatcher([obj("a")])
     store = RecordingStore()
     reflector = Reflector(fake, store, backoff=no_backoff())
-    running(reflector)
+    run_in_thread(reflector)
     wait_until(lambda: fake.watch_calls)
     fake.send_bookmark()
     wait_until(lambda: reflector.last_sync_resource_version() == "2", message="bookmark")
@@ -126,12 +107,12 @@ def test_clean_close_resumes_from_the_bookmark_version_without_relisting(running
     assert len(fake.list_calls) == 1
 
 
-def test_watch_error_410_relists_at_the_last_version_and_reports_it(running):
+def test_watch_error_410_relists_at_the_last_version_and_reports_it(run_in_thread):
     fake = FakeListerWatcher([obj("a")])
     store = RecordingStore()
     errors: list[BaseException] = []
     reflector = Reflector(fake, store, backoff=no_backoff(), watch_error_handler=errors.append)
-    running(reflector)
+    run_in_thread(reflector)
     wait_until(lambda: fake.watch_calls)
     fake.create(obj("b"))
     wait_until(lambda: reflector.last_sync_resource_version() == "2")
@@ -142,12 +123,12 @@ def test_watch_error_410_relists_at_the_last_version_and_reports_it(running):
     assert reflector.stats.relists >= 1
 
 
-def test_relist_at_an_expired_version_retries_with_the_latest(running):
+def test_relist_at_an_expired_version_retries_with_the_latest(run_in_thread):
     fake = FakeListerWatcher([obj("a"), obj("b")])
     store = RecordingStore()
     errors: list[BaseException] = []
     reflector = Reflector(fake, store, backoff=no_backoff(), watch_error_handler=errors.append)
-    running(reflector)
+    run_in_thread(reflector)
     wait_until(lambda: fake.watch_calls)
     # While nothing watches: b is deleted, c created, and history before now expires.
     fake.mutate_silently(create=[obj("c")], delete=[obj("b")])
@@ -160,11 +141,11 @@ def test_relist_at_an_expired_version_retries_with_the_latest(running):
     assert sorted(store.indexer.list_keys()) == ["ns/a", "ns/c"]
 
 
-def test_broken_watch_is_reported_and_resumed_without_relist(running):
+def test_broken_watch_is_reported_and_resumed_without_relist(run_in_thread):
     fake = FakeListerWatcher([obj("a")])
     store = RecordingStore()
     errors: list[BaseException] = []
-    running(Reflector(fake, store, backoff=no_backoff(), watch_error_handler=errors.append))
+    run_in_thread(Reflector(fake, store, backoff=no_backoff(), watch_error_handler=errors.append))
     wait_until(lambda: fake.watch_calls)
     fake.break_watches()
     wait_until(lambda: len(fake.watch_calls) == 2, message="a second watch")
@@ -173,16 +154,16 @@ def test_broken_watch_is_reported_and_resumed_without_relist(running):
     assert len(fake.list_calls) == 1
 
 
-def test_connection_refused_on_watch_retries_the_watch(running):
+def test_connection_refused_on_watch_retries_the_watch(run_in_thread):
     fake = FakeListerWatcher([obj("a")])
     fake.watch_errors = [ConnectionError("refused"), ConnectionError("refused")]
     store = RecordingStore()
-    running(Reflector(fake, store, backoff=no_backoff()))
+    run_in_thread(Reflector(fake, store, backoff=no_backoff()))
     wait_until(lambda: len(fake.watch_calls) == 3, message="third watch")
     assert len(fake.list_calls) == 1
 
 
-def test_failed_lists_are_reported_and_retried_with_backoff(running):
+def test_failed_lists_are_reported_and_retried_with_backoff(run_in_thread):
     fake = FakeListerWatcher([obj("a")])
     fake.list_errors = [APIStatusError("boom", code=500), ConnectionError("down")]
     store = RecordingStore()
@@ -195,14 +176,14 @@ def test_failed_lists_are_reported_and_retried_with_backoff(running):
             delays.append(delay)
             return delay
 
-    running(Reflector(fake, store, backoff=Recorded(initial=0.01, cap=1, jitter=0.0),
+    run_in_thread(Reflector(fake, store, backoff=Recorded(initial=0.01, cap=1, jitter=0.0),
                       watch_error_handler=errors.append))
     wait_until(lambda: store.of("replace"))
     assert [type(e).__name__ for e in errors] == ["APIStatusError", "ConnectionError"]
     assert delays[:2] == [0.01, 0.02]
 
 
-def test_continue_token_expiry_falls_back_to_one_full_list(running):
+def test_continue_token_expiry_falls_back_to_one_full_list(run_in_thread):
     fake = FakeListerWatcher([obj(f"o{i}") for i in range(6)])
     store = RecordingStore()
     original = fake.list
@@ -214,26 +195,26 @@ def test_continue_token_expiry_falls_back_to_one_full_list(running):
         return original(options)
 
     fake.list = list_expiring
-    running(Reflector(fake, store, page_size=2, backoff=no_backoff()))
+    run_in_thread(Reflector(fake, store, page_size=2, backoff=no_backoff()))
     wait_until(lambda: store.of("replace"))
     assert fake.list_calls[-1].limit == 0 and fake.list_calls[-1].continue_token == ""
     assert store.of("replace")[0][1] == sorted(f"o{i}" for i in range(6))
 
 
-def test_resync_runs_every_period_when_due(running):
+def test_resync_runs_every_period_when_due(run_in_thread):
     fake = FakeListerWatcher([obj("a")])
     store = RecordingStore()
     answers = iter([False, True, True, True, True, True, True])
-    running(Reflector(fake, store, resync_period=0.05, backoff=no_backoff(),
+    run_in_thread(Reflector(fake, store, resync_period=0.05, backoff=no_backoff(),
                       should_resync=lambda: next(answers, True)))
     wait_until(lambda: len(store.of("resync")) >= 2, message="resyncs")
 
 
-def test_very_short_empty_watch_is_an_error(running):
+def test_very_short_empty_watch_is_an_error(run_in_thread):
     fake = FakeListerWatcher([obj("a")])
     store = RecordingStore()
     errors: list[BaseException] = []
-    running(Reflector(fake, store, backoff=no_backoff(), watch_error_handler=errors.append))
+    run_in_thread(Reflector(fake, store, backoff=no_backoff(), watch_error_handler=errors.append))
     wait_until(lambda: fake.watch_calls)
     fake.close_watches()  # closes at once with nothing sent
     wait_until(lambda: errors, message="an error")
