@@ -27,7 +27,7 @@ from pathlib import Path
 
 from informer_core.errors import ClusterUnavailableError
 
-__all__ = ["Binaries", "cache_dir", "ensure_binaries", "main"]
+__all__ = ["Binaries", "cache_dir", "ensure_binaries", "ensure_browser", "main"]
 
 _DEB_SRC_FILE = Path("/etc/apt/sources.list.d/kube-cache-gateway-src.sources")
 _BUILD_PACKAGES = ["golang-go", "rsync", "jq", "golang-github-modern-go-reflect2-dev"]
@@ -227,14 +227,34 @@ def ensure_binaries(build: bool = True) -> Binaries:
     return Binaries(etcd=Path(etcd), kube_apiserver=Path(apiserver))
 
 
+def ensure_browser() -> str | None:
+    """Return a headless-capable Chromium, installing Debian's ``chromium`` if allowed."""
+    found = os.environ.get("KCG_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None and _is_root() and shutil.which("apt-get"):
+        _apt_install(["chromium"])
+        found = shutil.which("chromium")
+    return found
+
+
 def main() -> int:
-    """``python -m informer_core.testing.binaries``: make sure both binaries exist."""
+    """``python -m informer_core.testing.binaries``: make sure the test tools exist.
+
+    etcd and kube-apiserver always; ``--browser`` adds Chromium (for the
+    EventSource test).
+    """
     try:
         found = ensure_binaries(build=True)
     except ClusterUnavailableError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"etcd: {found.etcd}\nkube-apiserver: {found.kube_apiserver}")
+    if "--browser" in sys.argv[1:]:
+        try:
+            browser = ensure_browser()
+        except ClusterUnavailableError as exc:
+            print(f"warning: no browser: {exc}", file=sys.stderr)
+            browser = None
+        print(f"chromium: {browser or 'not available'}")
     return 0
 
 

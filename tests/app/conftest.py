@@ -56,10 +56,11 @@ class RunningGateway:
 
 
 @contextlib.contextmanager
-def run_gateway(local_cluster, **overrides) -> Iterator[RunningGateway]:
+def run_gateway(local_cluster, server=None, **overrides) -> Iterator[RunningGateway]:
+    """A gateway on ``server`` (default: the cluster's primary apiserver)."""
     settings = replace(Settings(port=free_port(), bookmark_interval=1.0, heartbeat_interval=1.0,
                                 sync_timeout=20.0), **overrides)
-    client = local_cluster.api_client()
+    client = local_cluster.api_client(server=server)
     running = RunningGateway(settings, client).start()
     try:
         yield running
