@@ -379,3 +379,32 @@ def test_sse_subscribers_see_exactly_the_differences_across_an_apiserver_restart
     finally:
         local_cluster.stop_apiserver(server)
         local_cluster.apiservers.remove(server)
+
+
+def test_sse_id_pushed_out_of_the_ring_gets_reset_and_fresh_state(local_cluster, kube, namespace, cm_base):
+    with run_gateway(local_cluster, event_ring_size=3) as gw:
+        url = f"{gw.url}/core/v1/namespaces/{namespace}/configmaps"
+        reader = LineReader(url, {"Accept": "text/event-stream"})
+        try:
+            reader.wait_for(lambda l: any(e.get("event") == "SYNCED" for e in sse_events(l)))
+            kube.create(cm_base, {"metadata": {"name": "r1"}})
+            reader.wait_for(lambda l: ("ADDED", "r1") in _changes(l))
+            old_id = [e for e in sse_events(reader.lines) if e.get("event") == "ADDED"][-1]["id"]
+        finally:
+            reader.close()
+        for i in range(5):  # five more events through a ring of three: old_id falls out
+            kube.patch(f"{cm_base}/r1", {"data": {"n": str(i)}})
+        time.sleep(0.5)
+        again = LineReader(url, {"Accept": "text/event-stream", "Last-Event-ID": old_id})
+        try:
+            again.wait_for(lambda l: any(e.get("event") == "SYNCED" for e in sse_events(l)))
+            kinds = [e["event"] for e in sse_events(again.lines) if "event" in e]
+            assert kinds == ["RESET", "ADDED", "SYNCED"]
+            state = orjson.loads(next(e["data"] for e in sse_events(again.lines) if e.get("event") == "ADDED"))
+            assert state["data"] == {"n": "4"}, "the fresh state is the current one"
+        finally:
+            again.close()
+        watch = LineReader(f"{gw.url}{cm_base}?watch=true&resourceVersion=1")
+        assert watch.ended()
+        assert '"code":410' in "".join(watch.lines)
+        watch.close()

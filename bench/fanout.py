@@ -1,0 +1,178 @@
+"""Change fan-out: many subscribers, steady changes, delivery latency and losses.
+
+    .venv/bin/python -m bench.fanout [--subscribers 1000] [--rate 10] [--seconds 60]
+
+For each scenario, in the same run: the gateway's Server-Sent Events (the
+gateway in its own process, so its CPU and memory are measured) and direct
+watches on the API server. Receivers are a compiled Go program
+(``bench/fanout/receiver.go``) so that receiving does not eat the machine.
+Each change is a patch to the real API server carrying its send time; latency
+is from that send to the receiver's receipt; ``lost`` counts expected
+deliveries that never arrived.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from informer_core.testing.cluster import LocalCluster, free_port
+from informer_core.testing.kubeapi import KubeAPI
+
+HERE = Path(__file__).parent / "fanout"
+NS = "bench-fanout"
+
+
+def build_receiver(workdir: Path) -> Path:
+    target = workdir / "receiver"
+    env = dict(os.environ, GOPATH=str(workdir / "gopath"), GOCACHE=str(workdir / "gocache"),
+               GOFLAGS="-mod=mod")
+    subprocess.run(["go", "build", "-o", str(target), "."], cwd=HERE, env=env, check=True)
+    return target
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def start_gateway(cluster: LocalCluster, workdir: Path, port: int) -> subprocess.Popen:
+    kubeconfig = cluster.write_kubeconfig(workdir / "kubeconfig", cluster.admin)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--kubeconfig", str(kubeconfig), "--port", str(port),
+         "--prewarm", "configmaps", "--max-streams", "20000", "--max-streams-per-client", "20000",
+         "--subscriber-queue", "10000", "--log-level", "warning"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    import httpx
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("gateway did not become ready")
+
+
+def run_scenario(receiver: Path, kube: KubeAPI, url: str, mode: str, subscribers: int, rate: float,
+                 seconds: float, objects: int, token: str = "", ca: str = "",
+                 gateway_pid: int | None = None) -> dict:
+    changes = int(rate * seconds)
+    args = [str(receiver), "-url", url, "-mode", mode, "-n", str(subscribers),
+            "-duration", f"{seconds + 25}s", "-expect", str(changes)]
+    if token:
+        args += ["-token", token, "-ca", ca]
+    rx = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert rx.stdout is not None
+    ready = rx.stdout.readline()
+    if "ready" not in ready:
+        raise RuntimeError(f"receiver not ready: {ready} {rx.stderr.read()[-2000:]}")
+    time.sleep(1.0)
+    cpu0 = proc_cpu_seconds(gateway_pid) if gateway_pid else 0.0
+    rx_cpu0 = proc_cpu_seconds(rx.pid)
+    started = time.monotonic()
+    for i in range(changes):
+        target = started + i / rate
+        delay = target - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        kube.patch(f"/api/v1/namespaces/{NS}/configmaps/fan-{i % objects}",
+                   {"metadata": {"annotations": {"bench/sent": str(time.time_ns())}},
+                    "data": {"n": str(i)}})
+    took = time.monotonic() - started
+    time.sleep(3.0)
+    result: dict = {"changes": changes, "send_seconds": round(took, 1)}
+    if gateway_pid:
+        result["gateway_cpu_percent"] = round(100 * (proc_cpu_seconds(gateway_pid) - cpu0) / (took + 3), 1)
+        result["gateway_rss_mib"] = round(proc_rss_mib(gateway_pid), 1)
+    result["receiver_cpu_percent"] = round(100 * (proc_cpu_seconds(rx.pid) - rx_cpu0) / (took + 3), 1)
+    out, err = rx.communicate(timeout=seconds + 60)
+    result.update(json.loads(out.strip().splitlines()[-1]))
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--subscribers", type=int, default=1000)
+    parser.add_argument("--rate", type=float, default=10.0)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--objects", type=int, default=10)
+    parser.add_argument("--also-apiserver-scenario", action="store_true",
+                        help="also 200 subscribers at 50 changes/s (the apiserver baseline's scenario)")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    workdir = Path(tempfile.mkdtemp(prefix="kcg-fanout-"))
+    results: dict = {}
+    try:
+        receiver = build_receiver(workdir)
+        with LocalCluster() as cluster:
+            kube = KubeAPI.for_cluster(cluster)
+            kube.ensure_namespace(NS)
+            for i in range(args.objects):
+                kube.create(f"/api/v1/namespaces/{NS}/configmaps", {"metadata": {"name": f"fan-{i}"}})
+            port = free_port()
+            gateway = start_gateway(cluster, workdir, port)
+            try:
+                scenarios = [(args.subscribers, args.rate)]
+                if args.also_apiserver_scenario:
+                    scenarios.append((200, 50.0))
+                for subscribers, rate in scenarios:
+                    name = f"{subscribers} subscribers x {rate:g} changes/s"
+                    results[name] = {
+                        "gateway SSE": run_scenario(
+                            receiver, kube, f"http://127.0.0.1:{port}/core/v1/namespaces/{NS}/configmaps",
+                            "sse", subscribers, rate, args.seconds, args.objects, gateway_pid=gateway.pid),
+                        "apiserver watch": run_scenario(
+                            receiver, kube,
+                            f"{cluster.primary.url}/api/v1/namespaces/{NS}/configmaps?watch=true"
+                            f"&resourceVersion={kube.get(f'/api/v1/namespaces/{NS}/configmaps')['metadata']['resourceVersion']}",
+                            "watch", subscribers, rate, args.seconds, args.objects,
+                            token=cluster.admin.token, ca=str(cluster.primary.ca_file)),
+                    }
+                    print(name, json.dumps(results[name], indent=1), flush=True)
+            finally:
+                gateway.terminate()
+                gateway.wait(30)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(table(results))
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2))
+
+
+def table(results: dict) -> str:
+    lines = ["| scenario | side | p50 | p90 | p99 | max | deliveries | lost | gateway CPU | gateway RSS | receiver CPU |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for scenario, sides in results.items():
+        for side, r in sides.items():
+            lines.append(
+                f"| {scenario} | {side} | {r['p50_ms']:.1f} ms | {r['p90_ms']:.1f} ms | {r['p99_ms']:.1f} ms | "
+                f"{r['max_ms']:.0f} ms | {r['deliveries']} | {r['lost']} | "
+                f"{str(r.get('gateway_cpu_percent', '')) + ' %' if 'gateway_cpu_percent' in r else ''} | "
+                f"{str(r.get('gateway_rss_mib', '')) + ' MiB' if 'gateway_rss_mib' in r else ''} | "
+                f"{r['receiver_cpu_percent']} % |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+module kcg/fanout
+
+go 1.19
