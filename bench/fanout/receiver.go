@@ -88,11 +88,17 @@ func main() {
 			go func() { time.Sleep(time.Until(deadline)); resp.Body.Close() }()
 			scanner := bufio.NewScanner(resp.Body)
 			scanner.Buffer(make([]byte, 1<<20), 16<<20)
+			eventType := ""
 			for scanner.Scan() {
 				line := scanner.Bytes()
 				var obj object
 				if *mode == "sse" {
-					if !strings.HasPrefix(string(line), "data: ") {
+					if strings.HasPrefix(string(line), "event: ") {
+						eventType = string(line[7:])
+						continue
+					}
+					// Only changes count: the initial state's objects may carry old send times.
+					if !strings.HasPrefix(string(line), "data: ") || eventType != "MODIFIED" {
 						continue
 					}
 					if json.Unmarshal(line[6:], &obj) != nil {

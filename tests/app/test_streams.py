@@ -408,3 +408,21 @@ def test_sse_id_pushed_out_of_the_ring_gets_reset_and_fresh_state(local_cluster,
         assert watch.ended()
         assert '"code":410' in "".join(watch.lines)
         watch.close()
+
+
+def test_streams_wait_for_the_sync_share_one_handler_and_send_heartbeats(local_cluster, namespace):
+    # A sync_timeout that no first load can meet: lists get 503, streams must wait instead.
+    with run_gateway(local_cluster, sync_timeout=0.001, heartbeat_interval=0.5) as gw:
+        url = f"{gw.url}/core/v1/namespaces/{namespace}/configmaps"
+        readers = [LineReader(url, {"Accept": "text/event-stream"}) for _ in range(3)]
+        try:
+            for reader in readers:
+                reader.wait_for(lambda l: any(e.get("event") == "SYNCED" for e in sse_events(l)))
+                assert reader.status == 200
+            (entry,) = gw.gateway.cache.entries().values()
+            assert len(entry.hub.subscribers) == 3
+            assert entry.generic.informer().handler_count() == 1, "one handler per resource"
+            readers[0].wait_for(lambda l: ": heartbeat" in l, timeout=5)
+        finally:
+            for reader in readers:
+                reader.close()
