@@ -13,7 +13,7 @@ demo: setup binaries
 	$(VENV)/bin/kube-cache-gateway demo
 
 test: setup binaries
-	$(PY) -m informer_core.testing.binaries --browser
+	$(PY) -m informer_core.testing.binaries --test-tools
 	$(PY) -m pytest
 
 setup: $(STAMP)

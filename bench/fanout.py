@@ -74,10 +74,10 @@ def start_gateway(cluster: LocalCluster, workdir: Path, port: int) -> subprocess
 
 def run_scenario(receiver: Path, kube: KubeAPI, url: str, mode: str, subscribers: int, rate: float,
                  seconds: float, objects: int, token: str = "", ca: str = "",
-                 gateway_pid: int | None = None) -> dict:
+                 gateway_pid: int | None = None, settle: float = 25.0) -> dict:
     changes = int(rate * seconds)
     args = [str(receiver), "-url", url, "-mode", mode, "-n", str(subscribers),
-            "-duration", f"{seconds + 25}s", "-expect", str(changes)]
+            "-duration", f"{seconds + settle}s", "-expect", str(changes)]
     if token:
         args += ["-token", token, "-ca", ca]
     rx = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -109,6 +109,54 @@ def run_scenario(receiver: Path, kube: KubeAPI, url: str, mode: str, subscribers
     return result
 
 
+def run(subscribers: int = 1000, rate: float = 10.0, seconds: float = 60.0, objects: int = 10,
+        also_apiserver_scenario: bool = False, settle: float = 25.0, log=print) -> dict:
+    """Run the scenarios; return results by scenario and side."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    workdir = Path(tempfile.mkdtemp(prefix="kcg-fanout-"))
+    results: dict = {}
+    try:
+        receiver = build_receiver(workdir)
+        with LocalCluster() as cluster:
+            kube = KubeAPI.for_cluster(cluster)
+            kube.ensure_namespace(NS)
+            for i in range(objects):
+                kube.create(f"/api/v1/namespaces/{NS}/configmaps", {"metadata": {"name": f"fan-{i}"}})
+            port = free_port()
+            gateway = start_gateway(cluster, workdir, port)
+            try:
+                scenarios = [(subscribers, rate)]
+                if also_apiserver_scenario:
+                    scenarios.append((200, 50.0))
+                for count, per_second in scenarios:
+                    name = f"{count} subscribers x {per_second:g} changes/s"
+                    sse = run_scenario(
+                        receiver, kube, f"http://127.0.0.1:{port}/core/v1/namespaces/{NS}/configmaps",
+                        "sse", count, per_second, seconds, objects, gateway_pid=gateway.pid,
+                        settle=settle)
+                    # Watch from now on, so the watchers start where the SSE scenario ended.
+                    rv = kube.get(f"/api/v1/namespaces/{NS}/configmaps")["metadata"]["resourceVersion"]
+                    results[name] = {
+                        "gateway SSE": sse,
+                        "apiserver watch": run_scenario(
+                            receiver, kube,
+                            f"{cluster.primary.url}/api/v1/namespaces/{NS}/configmaps?watch=true"
+                            f"&resourceVersion={rv}",
+                            "watch", count, per_second, seconds, objects,
+                            token=cluster.admin.token, ca=str(cluster.primary.ca_file), settle=settle),
+                    }
+                    log(name, json.dumps(results[name], indent=1))
+            finally:
+                gateway.terminate()
+                gateway.wait(30)
+                if gateway.stderr is not None:
+                    gateway.stderr.close()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--subscribers", type=int, default=1000)
@@ -119,42 +167,8 @@ def main() -> None:
                         help="also 200 subscribers at 50 changes/s (the apiserver baseline's scenario)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    workdir = Path(tempfile.mkdtemp(prefix="kcg-fanout-"))
-    results: dict = {}
-    try:
-        receiver = build_receiver(workdir)
-        with LocalCluster() as cluster:
-            kube = KubeAPI.for_cluster(cluster)
-            kube.ensure_namespace(NS)
-            for i in range(args.objects):
-                kube.create(f"/api/v1/namespaces/{NS}/configmaps", {"metadata": {"name": f"fan-{i}"}})
-            port = free_port()
-            gateway = start_gateway(cluster, workdir, port)
-            try:
-                scenarios = [(args.subscribers, args.rate)]
-                if args.also_apiserver_scenario:
-                    scenarios.append((200, 50.0))
-                for subscribers, rate in scenarios:
-                    name = f"{subscribers} subscribers x {rate:g} changes/s"
-                    results[name] = {
-                        "gateway SSE": run_scenario(
-                            receiver, kube, f"http://127.0.0.1:{port}/core/v1/namespaces/{NS}/configmaps",
-                            "sse", subscribers, rate, args.seconds, args.objects, gateway_pid=gateway.pid),
-                        "apiserver watch": run_scenario(
-                            receiver, kube,
-                            f"{cluster.primary.url}/api/v1/namespaces/{NS}/configmaps?watch=true"
-                            f"&resourceVersion={kube.get(f'/api/v1/namespaces/{NS}/configmaps')['metadata']['resourceVersion']}",
-                            "watch", subscribers, rate, args.seconds, args.objects,
-                            token=cluster.admin.token, ca=str(cluster.primary.ca_file)),
-                    }
-                    print(name, json.dumps(results[name], indent=1), flush=True)
-            finally:
-                gateway.terminate()
-                gateway.wait(30)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    results = run(args.subscribers, args.rate, args.seconds, args.objects,
+                  args.also_apiserver_scenario)
     print(table(results))
     if args.out:
         args.out.write_text(json.dumps(results, indent=2))

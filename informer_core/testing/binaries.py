@@ -239,8 +239,8 @@ def ensure_browser() -> str | None:
 def main() -> int:
     """``python -m informer_core.testing.binaries``: make sure the test tools exist.
 
-    etcd and kube-apiserver always; ``--browser`` adds Chromium (for the
-    EventSource test).
+    etcd and kube-apiserver always; ``--test-tools`` adds Chromium (the
+    EventSource test) and Go (the fan-out benchmark's receivers).
     """
     try:
         found = ensure_binaries(build=True)
@@ -248,13 +248,15 @@ def main() -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"etcd: {found.etcd}\nkube-apiserver: {found.kube_apiserver}")
-    if "--browser" in sys.argv[1:]:
+    if "--test-tools" in sys.argv[1:]:
         try:
             browser = ensure_browser()
+            if shutil.which("go") is None and _is_root() and shutil.which("apt-get"):
+                _apt_install(["golang-go"])  # the fan-out benchmark's receivers
         except ClusterUnavailableError as exc:
-            print(f"warning: no browser: {exc}", file=sys.stderr)
+            print(f"warning: test tools incomplete: {exc}", file=sys.stderr)
             browser = None
-        print(f"chromium: {browser or 'not available'}")
+        print(f"chromium: {browser or 'not available'}\ngo: {shutil.which('go') or 'not available'}")
     return 0
 
 

@@ -20,8 +20,9 @@ from tests.app.conftest import run_gateway
 pytestmark = pytest.mark.cluster
 
 PAGE = """<!doctype html><html><body><script>
+let seq = 0;  // reports travel as separate POSTs and may arrive out of order
 const report = (kind, data, id) => fetch("/report", {method: "POST",
-    body: JSON.stringify({kind: kind, data: data, id: id})});
+    body: JSON.stringify({seq: seq++, kind: kind, data: data, id: id})});
 const source = new EventSource("%(stream)s");
 source.onopen = () => report("open", "", "");
 source.onerror = () => report("error", "", "");
@@ -78,12 +79,16 @@ class PageServer:
         self.httpd.server_close()
         self.thread.join(5)
 
+    def ordered(self) -> list[dict]:
+        """Reports in the order the page saw the events."""
+        return sorted(list(self.reports), key=lambda r: r["seq"])
+
     def changes(self) -> list[tuple[str, str]]:
-        return [(r["kind"], orjson.loads(r["data"])["metadata"]["name"]) for r in list(self.reports)
+        return [(r["kind"], orjson.loads(r["data"])["metadata"]["name"]) for r in self.ordered()
                 if r["kind"] in ("ADDED", "MODIFIED", "DELETED")]
 
     def kinds(self) -> list[str]:
-        return [r["kind"] for r in list(self.reports)]
+        return [r["kind"] for r in self.ordered()]
 
     def wait(self, predicate, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
@@ -139,11 +144,11 @@ def test_browser_eventsource_receives_state_live_events_and_resumes_without_loss
                 kube.delete(f"{base}/live")
                 page.wait(lambda: page.kinds().count("open") >= 2)
                 page.wait(lambda: ("DELETED", "live") in page.changes())
-                time.sleep(0.5)
+                time.sleep(0.5)  # let any late report land before judging order and count
                 assert page.changes() == [("ADDED", "first"), ("ADDED", "live"), ("MODIFIED", "first"),
                                           ("ADDED", "while-away"), ("DELETED", "live")]
                 assert "RESET" not in page.kinds() and page.kinds().count("SYNCED") == 1
-                ids = [r["id"] for r in page.reports if r["kind"] in ("MODIFIED", "DELETED")]
+                ids = [r["id"] for r in page.ordered() if r["kind"] in ("MODIFIED", "DELETED")]
                 assert all(ids), "every live event carries an id for Last-Event-ID"
             finally:
                 proc.terminate()
