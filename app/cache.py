@@ -74,7 +74,6 @@ class GatewayCache:
         self._reachable: tuple[float, bool] = (0.0, False)
         self._prewarm_gvrs: set[GroupVersionResource] = set()
         self._prewarm_task: asyncio.Task | None = None
-        self.on_unload: list[Callable[[ResourceCache], None]] = []
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -249,8 +248,6 @@ class GatewayCache:
         entry = self._entries.pop(gvr, None)
         if entry is not None:
             entry.hub.close_all()
-            for callback in self.on_unload:
-                callback(entry)
 
     async def _reap_idle(self) -> None:
         interval = max(1.0, min(30.0, self.settings.idle_unload / 4))

@@ -95,14 +95,7 @@ def _exit_on_signal(signum: int, frame: Any) -> None:
     raise SystemExit(0)
 
 
-def _serve(args: argparse.Namespace) -> int:
-    from app.settings import settings_from_args
-
-    try:
-        settings = settings_from_args(args)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+def _serve(args: argparse.Namespace, settings: Any) -> int:
     _configure_logging(settings.log_level, settings.log_json)
     try:
         api_client = api_client_for(settings.kubeconfig, settings.context)
@@ -114,15 +107,9 @@ def _serve(args: argparse.Namespace) -> int:
     return run_server(settings, api_client)
 
 
-def _demo(args: argparse.Namespace) -> int:
+def _demo(args: argparse.Namespace, settings: Any) -> int:
     from app.demo import run_demo
-    from app.settings import settings_from_args
 
-    try:
-        settings = settings_from_args(args)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     _configure_logging(settings.log_level if args.log_level != "info" else "warning",
                        settings.log_json)
     try:
@@ -156,8 +143,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from app.settings import settings_from_args
+
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        settings = settings_from_args(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return args.func(args, settings)
 
 
 if __name__ == "__main__":

@@ -34,17 +34,12 @@ def api_client(url: str, token: str, ca: str):
     return client.ApiClient(config)
 
 
-def strip_managed_fields(obj: dict) -> dict:
-    meta = obj.get("metadata")
-    if isinstance(meta, dict):
-        meta.pop("managedFields", None)
-    return obj
-
-
 def main() -> None:
     mode, url, token, ca = sys.argv[1:5]
     trace = "--tracemalloc" in sys.argv
     import orjson  # noqa: F401 - imported before the baseline, like everything else
+
+    from app.main import strip_managed_fields  # the gateway's own transform
 
     from informer_core.discovery import GroupVersionResource
     from informer_core.factory import SharedInformerFactory

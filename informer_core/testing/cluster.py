@@ -214,6 +214,12 @@ class LocalCluster:
         server.kubeconfig = self.write_kubeconfig(self.workdir / name / "kubeconfig", self.admin, server)
         return server
 
+    def remove_apiserver(self, server: APIServer) -> None:
+        """Stop an apiserver added with ``add_apiserver`` (if running) and forget it."""
+        self.stop_apiserver(server)
+        if server in self.apiservers:
+            self.apiservers.remove(server)
+
     def start_apiserver(self, server: APIServer | None = None) -> None:
         """(Re)start an apiserver process on its old port and wait until ready."""
         server = server or self.primary

@@ -75,7 +75,7 @@ def test_readyz_waits_for_prewarm_and_reports_an_unreachable_apiserver(local_clu
         finally:
             gw.stop()
     finally:
-        local_cluster.apiservers.remove(server)
+        local_cluster.remove_apiserver(server)
         client.close()
 
 

@@ -377,8 +377,7 @@ def test_sse_subscribers_see_exactly_the_differences_across_an_apiserver_restart
                 for reader in readers.values():
                     reader.close()
     finally:
-        local_cluster.stop_apiserver(server)
-        local_cluster.apiservers.remove(server)
+        local_cluster.remove_apiserver(server)
 
 
 def test_sse_id_pushed_out_of_the_ring_gets_reset_and_fresh_state(local_cluster, kube, namespace, cm_base):

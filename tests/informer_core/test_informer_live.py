@@ -146,8 +146,7 @@ def test_initial_list_larger_than_a_page_follows_continue_tokens(local_cluster, 
         assert all(c[0] == "" and c[2] for c in calls[1:]), "continue pages carry the token only"
         assert [c[4] for c in calls] == [True, True, False]
     finally:
-        local_cluster.stop_apiserver(server)
-        local_cluster.apiservers.remove(server)
+        local_cluster.remove_apiserver(server)
         client.close()
 
 
@@ -225,8 +224,7 @@ def test_apiserver_restart_mid_churn_converges_and_gap_deletions_are_tombstones(
     finally:
         stop.set()
         thread.join(5)
-        local_cluster.stop_apiserver(server)
-        local_cluster.apiservers.remove(server)
+        local_cluster.remove_apiserver(server)
         client.close()
 
 
@@ -260,8 +258,7 @@ def test_forced_410_is_seen_by_the_watch_error_handler_then_relists_and_converge
     finally:
         stop.set()
         thread.join(5)
-        local_cluster.stop_apiserver(server)
-        local_cluster.apiservers.remove(server)
+        local_cluster.remove_apiserver(server)
         client.close()
 
 
@@ -373,7 +370,7 @@ def test_wait_for_cache_sync_times_out_for_an_unreachable_server(local_cluster, 
         assert f.wait_for_cache_sync(stop, timeout=1.0) == {CONFIGMAPS: False}
         assert 0.9 < time.monotonic() - started < 2.0
     finally:
-        local_cluster.apiservers.remove(server)
+        local_cluster.remove_apiserver(server)
         client.close()
 
 
@@ -428,6 +425,5 @@ def test_tombstones_carry_the_last_known_object(kube, local_cluster, namespace):
     finally:
         stop.set()
         thread.join(5)
-        local_cluster.stop_apiserver(server)
-        local_cluster.apiservers.remove(server)
+        local_cluster.remove_apiserver(server)
         client.close()

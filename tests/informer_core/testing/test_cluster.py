@@ -95,8 +95,7 @@ def test_second_apiserver_with_other_flags_shares_etcd(local_cluster, api_client
         assert names == ["shared"]
         assert "--watch-cache-sizes=configmaps#0" in second.process.args
     finally:
-        local_cluster.stop_apiserver(second)
-        local_cluster.apiservers.remove(second)
+        local_cluster.remove_apiserver(second)
 
 
 def test_stop_leaves_no_process_behind(local_cluster):
