@@ -76,7 +76,9 @@ def run_server(settings: Any, api_client: Any, on_ready: Any = None) -> int:
 
     config = uvicorn.Config(app, host=settings.host, port=settings.port, workers=1,
                             log_level=settings.log_level.lower(), access_log=False,
-                            timeout_graceful_shutdown=10, lifespan="on")
+                            timeout_graceful_shutdown=10, lifespan="on",
+                            ssl_certfile=settings.tls_cert_file or None,
+                            ssl_keyfile=settings.tls_private_key_file or None)
     server = Server(config)
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again
     # with the previous handlers back: make that an orderly exit, so callers'

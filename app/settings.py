@@ -30,6 +30,8 @@ class Settings:
     # Where we listen.
     host: str = "127.0.0.1"
     port: int = 8080
+    tls_cert_file: str = ""
+    tls_private_key_file: str = ""
     # What we cache.
     namespace: str = ""
     prewarm: tuple[str, ...] = ()
@@ -63,6 +65,9 @@ _HELP = {
     "context": "kubeconfig context to use (default: the current context)",
     "host": "address to listen on",
     "port": "port to listen on",
+    "tls_cert_file": "serve HTTPS with this PEM certificate (chain); needs "
+                     "--tls-private-key-file (default: plain HTTP)",
+    "tls_private_key_file": "the PEM private key of --tls-cert-file",
     "namespace": "cache only this namespace (default: all namespaces)",
     "prewarm": "resources to cache at start-up, comma-separated, written as kubectl writes "
                "them: pods,deployments.apps,widgets.v1.example.com",
@@ -146,6 +151,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
                  "bookmark_interval"):
         if getattr(settings, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive")
+    if bool(settings.tls_cert_file) != bool(settings.tls_private_key_file):
+        raise ValueError("--tls-cert-file and --tls-private-key-file go together")
+    for name in ("tls_cert_file", "tls_private_key_file"):
+        path = getattr(settings, name)
+        if path and not os.path.isfile(path):
+            raise ValueError(f"--{name.replace('_', '-')}: no such file: {path}")
     if settings.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ValueError(f"--log-level must be debug, info, warning or error")
     return settings

@@ -12,6 +12,7 @@ another thread and wake a read blocked in the kernel at once.
 
 from __future__ import annotations
 
+import http.client
 import logging
 import socket
 import threading
@@ -157,10 +158,15 @@ class _Call:
                          decode_content=True)
             conn.timeout = read_timeout
             response = conn.getresponse()
-        except (OSError, Urllib3HTTPError) as exc:
+        except (OSError, Urllib3HTTPError, http.client.HTTPException) as exc:
             conn.close()
             if self.aborted:
                 raise WatchAbortedError("request aborted") from exc
+            if isinstance(exc, http.client.HTTPException):  # e.g. a garbled status line
+                raise ConnectionError(f"bad answer: {exc!r}") from exc
+            raise
+        except BaseException:
+            conn.close()
             raise
         if self.aborted:
             response.release_conn()
@@ -199,12 +205,31 @@ class _HTTPWatchStream:
         self._item_func = item_func
         self._on_close = on_close
         self._stopped = False
+        self._events = self._read()
 
     def stop(self) -> None:
+        """End the stream and free its connection.
+
+        From another thread this aborts the read in progress, and the reading
+        thread closes the connection as its loop ends. From the reading thread
+        (or before any read) it closes the connection at once: a reader that
+        stopped between events leaves its generator suspended, and if that
+        generator is kept alive — by an exception's traceback, say — the socket
+        would otherwise wait for the garbage collector.
+        """
         self._stopped = True
         self._call.abort()
+        try:
+            self._events.close()  # runs the reader's cleanup if it is suspended
+        except ValueError:
+            return  # being read right now in another thread: the abort ends that read
+        self._call.close()  # never started: a generator closed unstarted skips its cleanup
+        self._on_close(self._call)
 
     def __iter__(self) -> Iterator[WatchEvent]:
+        return self._events
+
+    def _read(self) -> Iterator[WatchEvent]:
         buffer = b""
         try:
             for chunk in self._response.stream(65536):

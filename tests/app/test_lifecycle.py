@@ -1,9 +1,10 @@
-"""Idle unloading, readiness, and the real `serve` command's graceful SIGTERM."""
+"""Idle unloading, readiness, HTTPS serving, and the real `serve` command's graceful SIGTERM."""
 
 from __future__ import annotations
 
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -11,6 +12,7 @@ import time
 import httpx
 import pytest
 
+from informer_core.testing.certs import self_signed_cert
 from informer_core.testing.cluster import free_port
 from tests.app.conftest import run_gateway
 
@@ -118,8 +120,29 @@ def test_serve_ends_streams_and_exits_cleanly_on_sigterm(local_cluster, tmp_path
         proc.stderr.close()
 
 
-def _ok(url: str) -> bool:
+def test_serve_speaks_https_with_the_given_certificate(local_cluster, tmp_path):
+    kubeconfig = local_cluster.write_kubeconfig(tmp_path / "kc", local_cluster.admin)
+    cert, key = self_signed_cert(tmp_path)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--kubeconfig", str(kubeconfig),
+                             "--port", str(port), "--tls-cert-file", str(cert),
+                             "--tls-private-key-file", str(key), "--log-level", "warning"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        return httpx.get(url, timeout=2).status_code == 200
+        url = f"https://127.0.0.1:{port}"
+        trusted = ssl.create_default_context(cafile=str(cert))
+        wait_for(lambda: _ok(f"{url}/healthz", verify=trusted), timeout=30)
+        answer = httpx.get(f"{url}/api/v1/namespaces", verify=trusted, timeout=30)
+        assert answer.status_code == 200 and answer.json()["kind"] == "NamespaceList"
+        with pytest.raises(httpx.HTTPError):  # plain HTTP on the TLS port is refused
+            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).raise_for_status()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def _ok(url: str, verify: bool | ssl.SSLContext = True) -> bool:
+    try:
+        return httpx.get(url, timeout=2, verify=verify).status_code == 200
     except httpx.HTTPError:
         return False

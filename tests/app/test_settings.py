@@ -40,6 +40,15 @@ def test_out_of_range_values_are_refused(argv):
         parse(argv)
 
 
+def test_tls_needs_both_files_and_they_must_exist(tmp_path):
+    cert = tmp_path / "c.crt"
+    cert.write_text("x")
+    with pytest.raises(ValueError, match="go together"):
+        parse(["--tls-cert-file", str(cert)])
+    with pytest.raises(ValueError, match="no such file"):
+        parse(["--tls-cert-file", str(cert), "--tls-private-key-file", str(tmp_path / "missing")])
+
+
 def test_cli_help_explains_every_flag(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--help"])

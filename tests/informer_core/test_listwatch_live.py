@@ -70,6 +70,26 @@ def test_watch_delivers_events_and_abort_wakes_a_blocked_read(local_cluster, api
     assert not reader.is_alive() and time.monotonic() - started < 1.0
 
 
+def test_a_stream_stopped_by_its_reader_closes_its_socket_at_once(local_cluster, api_client, namespace):
+    # A reader that leaves between events keeps the stream's generator suspended;
+    # stop() must close the socket then and there, not leave it to the garbage collector.
+    kube = KubeAPI.for_cluster(local_cluster)
+    lw = cms(api_client, namespace)
+    rv = lw.list(ListOptions()).resource_version
+    kube.create(f"/api/v1/namespaces/{namespace}/configmaps", {"metadata": {"name": "s"}})
+    stream = lw.watch(ListOptions(resource_version=rv, timeout_seconds=300))
+    conn = stream._call._conn
+    assert next(iter(stream)).type == "ADDED"
+    assert conn.sock is not None
+    stream.stop()
+    assert conn.sock is None
+    never_read = lw.watch(ListOptions(resource_version=rv, timeout_seconds=300))
+    conn = never_read._call._conn
+    never_read.stop()
+    assert conn.sock is None and list(never_read) == []
+    assert not lw._calls
+
+
 def test_error_answers_become_typed_exceptions(local_cluster, api_client):
     with pytest.raises(NotFoundError):
         ApiListerWatcher(api_client, "/api/v1/nosuchthings").list(ListOptions())
