@@ -29,5 +29,11 @@ $(STAMP): pyproject.toml
 binaries: setup
 	$(PY) -m informer_core.testing.binaries
 
+# Every benchmark, side by side with the API server; writes docs/benchmarks.md (~25 min).
+bench: setup binaries
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) -m informer_core.testing.binaries --test-tools
+	$(PY) -m bench
+
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

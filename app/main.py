@@ -2,9 +2,10 @@
 
 No module-level app or settings: tests build as many apps as they like, each
 with its own factory (a real one against the test cluster, or one over a fake
-lister-watcher). Route order: operations and discovery first, then every other
-path goes to the resource endpoint (``/api/...`` and ``/apis/...`` paths are
-Kubernetes paths; any other first segment is the short form).
+lister-watcher). Resource paths go straight to the resource endpoint
+(``app.asgi``); the FastAPI app serves operations and discovery, and sends any
+other path to the resource endpoint too (``/api/...`` and ``/apis/...`` paths
+are Kubernetes paths; any other first segment is the short form).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from typing import Any
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
+from starlette.responses import Response
 from starlette.routing import Route
 
+from app.asgi import GatewayApp, cors_options
 from app.authz import Authorization, ResourcePolicy
 from app.cache import GatewayCache
 from app.limits import StreamLimiter
@@ -26,6 +29,7 @@ from app.metrics import Metrics, MetricsMiddleware
 from app.routers import discovery, ops
 from app.routers.resources import resource_endpoint
 from app.settings import Settings
+from app.status import StatusError, status_response
 from informer_core.factory import SharedInformerFactory
 
 __all__ = ["Gateway", "create_app", "strip_managed_fields"]
@@ -85,7 +89,7 @@ def build_factory(settings: Settings, api_client: Any = None) -> SharedInformerF
 
 
 def create_app(settings: Settings | None = None, factory: SharedInformerFactory | None = None,
-               api_client: Any = None) -> FastAPI:
+               api_client: Any = None) -> GatewayApp:
     """Build the gateway application.
 
     Args:
@@ -112,15 +116,19 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
                   openapi_url=None)
     app.include_router(ops.router)
     app.include_router(discovery.router)
+    # Resource paths are answered before FastAPI (app.asgi); this catches the rest.
     app.router.routes.append(Route("/{path:path}", resource_endpoint, methods=_ALL_METHODS))
+    app.add_exception_handler(Exception, _internal_error)
     if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
-                           allow_methods=["GET", "HEAD", "OPTIONS"],
-                           allow_headers=["Accept", "Authorization", "Last-Event-ID",
-                                          "If-None-Match", "Content-Type"],
-                           expose_headers=["ETag", "Retry-After"], max_age=600)
+        app.add_middleware(CORSMiddleware, **cors_options(settings.cors_origins))
     app.add_middleware(_LazyMetricsMiddleware, holder=metrics_holder)
-    return app
+    return GatewayApp(app, settings.cors_origins)
+
+
+async def _internal_error(request: Any, exc: Exception) -> Response:
+    log.error("unexpected error answering %s %s", request.method, request.url.path,
+              exc_info=exc)
+    return status_response(StatusError(500, "internal error", "InternalError"))
 
 
 class _LazyMetricsMiddleware:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import urllib.parse
 from dataclasses import dataclass, field
 
@@ -160,6 +161,10 @@ def decode_continue(token: str, query_fingerprint: str) -> str:
 def parse_query(query_string: bytes | str, max_length: int) -> Query:
     """Parse and validate the query string.
 
+    Dashboards repeat the same few queries, so valid ones are remembered
+    (``Query`` is immutable): parsing a selector cost a tenth of a cached
+    list's time.
+
     Raises:
         StatusError: 414 when too long, 400 for any invalid value.
     """
@@ -168,6 +173,11 @@ def parse_query(query_string: bytes | str, max_length: int) -> Query:
     if len(query_string) > max_length:
         raise StatusError(414, f"the query string is {len(query_string)} bytes; at most "
                                f"{max_length} are accepted", "RequestURITooLong")
+    return _parse_query(query_string)
+
+
+@functools.lru_cache(maxsize=512)
+def _parse_query(query_string: str) -> Query:
     pairs = urllib.parse.parse_qsl(query_string, keep_blank_values=True)
     values: dict[str, str] = {}
     label_set: dict[str, str] = {}

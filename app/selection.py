@@ -54,8 +54,12 @@ class Selection:
             return self._slow.matches(decoded() if decoded is not None else obj.to_dict())
         return True
 
-    def select(self, indexer: Indexer) -> list[EncodedObject]:
-        """Return the matching cached objects, in no particular order."""
+    def select_sorted(self, indexer: Indexer) -> list[EncodedObject]:
+        """Return the matching cached objects in key order (the API server's list order)."""
+        return self.select(indexer, ordered=True)
+
+    def select(self, indexer: Indexer, ordered: bool = False) -> list[EncodedObject]:
+        """Return the matching cached objects (in key order if ``ordered``)."""
         namespace = self.namespace
         if namespace is None:
             hinted = self.fields.requires_exact("metadata.namespace")
@@ -67,7 +71,7 @@ class Selection:
             if found is not None and not self.labels.matches(found.labels):
                 candidates = []
         else:
-            candidates = select_encoded(indexer, self.labels, namespace)
+            candidates = select_encoded(indexer, self.labels, namespace, ordered)
         if self.fields.empty():
             return candidates
         return [o for o in candidates if self.matches(o)]

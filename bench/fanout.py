@@ -19,13 +19,12 @@ import os
 import resource
 import shutil
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-from informer_core.testing.cluster import LocalCluster, free_port
+from bench.procs import proc_cpu_seconds, proc_rss_mib, start_gateway
+from informer_core.testing.cluster import LocalCluster
 from informer_core.testing.kubeapi import KubeAPI
 
 HERE = Path(__file__).parent / "fanout"
@@ -38,38 +37,6 @@ def build_receiver(workdir: Path) -> Path:
                GOFLAGS="-mod=mod")
     subprocess.run(["go", "build", "-o", str(target), "."], cwd=HERE, env=env, check=True)
     return target
-
-
-def proc_cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def proc_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def start_gateway(cluster: LocalCluster, workdir: Path, port: int) -> subprocess.Popen:
-    kubeconfig = cluster.write_kubeconfig(workdir / "kubeconfig", cluster.admin)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--kubeconfig", str(kubeconfig), "--port", str(port),
-         "--prewarm", "configmaps", "--max-streams", "20000", "--max-streams-per-client", "20000",
-         "--subscriber-queue", "10000", "--log-level", "warning"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    import httpx
-
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError("gateway did not become ready")
 
 
 def run_scenario(receiver: Path, kube: KubeAPI, url: str, mode: str, subscribers: int, rate: float,
@@ -110,48 +77,50 @@ def run_scenario(receiver: Path, kube: KubeAPI, url: str, mode: str, subscribers
 
 
 def run(subscribers: int = 1000, rate: float = 10.0, seconds: float = 60.0, objects: int = 10,
-        also_apiserver_scenario: bool = False, settle: float = 25.0, log=print) -> dict:
-    """Run the scenarios; return results by scenario and side."""
+        also_apiserver_scenario: bool = False, settle: float = 25.0, log=print,
+        cluster: LocalCluster | None = None) -> dict:
+    """Run the scenarios (on ``cluster``, else a fresh one); return results by scenario and side."""
+    if cluster is None:
+        with LocalCluster() as own:
+            return run(subscribers, rate, seconds, objects, also_apiserver_scenario, settle, log, own)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     workdir = Path(tempfile.mkdtemp(prefix="kcg-fanout-"))
     results: dict = {}
     try:
         receiver = build_receiver(workdir)
-        with LocalCluster() as cluster:
-            kube = KubeAPI.for_cluster(cluster)
-            kube.ensure_namespace(NS)
-            for i in range(objects):
+        kube = KubeAPI.for_cluster(cluster)
+        kube.ensure_namespace(NS)
+        for i in range(objects):
+            if kube.get(f"/api/v1/namespaces/{NS}/configmaps/fan-{i}", ok_missing=True) is None:
                 kube.create(f"/api/v1/namespaces/{NS}/configmaps", {"metadata": {"name": f"fan-{i}"}})
-            port = free_port()
-            gateway = start_gateway(cluster, workdir, port)
-            try:
-                scenarios = [(subscribers, rate)]
-                if also_apiserver_scenario:
-                    scenarios.append((200, 50.0))
-                for count, per_second in scenarios:
-                    name = f"{count} subscribers x {per_second:g} changes/s"
-                    sse = run_scenario(
-                        receiver, kube, f"http://127.0.0.1:{port}/core/v1/namespaces/{NS}/configmaps",
-                        "sse", count, per_second, seconds, objects, gateway_pid=gateway.pid,
-                        settle=settle)
-                    # Watch from now on, so the watchers start where the SSE scenario ended.
-                    rv = kube.get(f"/api/v1/namespaces/{NS}/configmaps")["metadata"]["resourceVersion"]
-                    results[name] = {
-                        "gateway SSE": sse,
-                        "apiserver watch": run_scenario(
-                            receiver, kube,
-                            f"{cluster.primary.url}/api/v1/namespaces/{NS}/configmaps?watch=true"
-                            f"&resourceVersion={rv}",
-                            "watch", count, per_second, seconds, objects,
-                            token=cluster.admin.token, ca=str(cluster.primary.ca_file), settle=settle),
-                    }
-                    log(name, json.dumps(results[name], indent=1))
-            finally:
-                gateway.terminate()
-                gateway.wait(30)
-                if gateway.stderr is not None:
-                    gateway.stderr.close()
+        gateway = start_gateway(cluster, workdir, "--prewarm", "configmaps",
+                                "--max-streams", "20000", "--max-streams-per-client", "20000",
+                                "--subscriber-queue", "10000")
+        try:
+            scenarios = [(subscribers, rate)]
+            if also_apiserver_scenario:
+                scenarios.append((200, 50.0))
+            for count, per_second in scenarios:
+                name = f"{count} subscribers x {per_second:g} changes/s"
+                sse = run_scenario(
+                    receiver, kube, f"{gateway.url}/core/v1/namespaces/{NS}/configmaps",
+                    "sse", count, per_second, seconds, objects, gateway_pid=gateway.pid,
+                    settle=settle)
+                # Watch from now on, so the watchers start where the SSE scenario ended.
+                rv = kube.get(f"/api/v1/namespaces/{NS}/configmaps")["metadata"]["resourceVersion"]
+                results[name] = {
+                    "gateway SSE": sse,
+                    "apiserver watch": run_scenario(
+                        receiver, kube,
+                        f"{cluster.primary.url}/api/v1/namespaces/{NS}/configmaps?watch=true"
+                        f"&resourceVersion={rv}",
+                        "watch", count, per_second, seconds, objects,
+                        token=cluster.admin.token, ca=str(cluster.primary.ca_file), settle=settle),
+                }
+                log(name, json.dumps(results[name], indent=1))
+        finally:
+            gateway.stop()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return results

@@ -35,22 +35,24 @@ def child(mode: str, cluster: LocalCluster, *extra: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run(pods: int, rounds: int, log=print) -> dict:
-    with LocalCluster() as cluster:
-        kube = KubeAPI.for_cluster(cluster)
-        log(f"seeding {pods} pods ...")
-        seeded = seed(kube, pods=pods, configmaps=0, log=log)
-        log(f"seeded in {seeded['seconds']:.0f} s")
-        results: dict[str, list[dict]] = {"raw": [], "ours": [], "official": [],
-                                          "ours-heap": [], "official-heap": []}
-        for r in range(rounds):
-            for mode in ("raw", "ours", "official"):
-                extra = (str(pods),) if mode == "official" else ()
-                results[mode].append(child(mode, cluster, *extra))
-                log(f"round {r + 1} {mode}: {results[mode][-1]}")
-        results["ours-heap"].append(child("ours", cluster, "--tracemalloc"))
-        results["official-heap"].append(child("official", cluster, str(pods), "--tracemalloc"))
-        return results
+def run(pods: int, rounds: int, log=print, cluster: LocalCluster | None = None) -> dict:
+    """Measure (seeding ``pods`` first unless ``cluster`` is given, already seeded)."""
+    if cluster is None:
+        with LocalCluster() as own:
+            log(f"seeding {pods} pods ...")
+            seeded = seed(KubeAPI.for_cluster(own), pods=pods, configmaps=0, log=log)
+            log(f"seeded in {seeded['seconds']:.0f} s")
+            return run(pods, rounds, log, own)
+    results: dict[str, list[dict]] = {"raw": [], "ours": [], "official": [],
+                                      "ours-heap": [], "official-heap": []}
+    for r in range(rounds):
+        for mode in ("raw", "ours", "official"):
+            extra = (str(pods),) if mode == "official" else ()
+            results[mode].append(child(mode, cluster, *extra))
+            log(f"round {r + 1} {mode}: {results[mode][-1]}")
+    results["ours-heap"].append(child("ours", cluster, "--tracemalloc"))
+    results["official-heap"].append(child("official", cluster, str(pods), "--tracemalloc"))
+    return results
 
 
 def median(rows: list[dict], key: str) -> float:

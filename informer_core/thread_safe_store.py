@@ -8,6 +8,9 @@ Invariants, held whenever the lock is free:
   ``EncodedObject`` if it is marked ``accepts_encoded`` (the built-in ones are),
   otherwise the decoded ``dict``.
 - A failing index function leaves the store exactly as it was.
+- ``_sorted_keys`` is ``None`` or exactly the keys in order: the key set
+  changes only by adding a new key, deleting or replacing, and each of those
+  drops it; updates of existing keys (the common case) keep it.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class ThreadSafeStore:
         self._items: dict[str, EncodedObject] = {}
         self._indexers: dict[str, IndexFunc] = dict(indexers or {})
         self._indices: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
+        self._sorted_keys: list[str] | None = None
 
     # -- writes ---------------------------------------------------------------
 
@@ -51,6 +55,8 @@ class ThreadSafeStore:
             changes = self._index_changes_locked(key, old, obj)
             self._items[key] = obj
             self._apply_locked(key, changes)
+            if old is None:
+                self._sorted_keys = None
 
     def delete(self, key: str) -> None:
         """Remove ``key``, if present, and its index entries."""
@@ -61,6 +67,7 @@ class ThreadSafeStore:
             changes = self._index_changes_locked(key, old, None)
             del self._items[key]
             self._apply_locked(key, changes)
+            self._sorted_keys = None
 
     def replace(self, items: Mapping[str, EncodedObject]) -> None:
         """Swap in a whole new content and rebuild every index from it."""
@@ -83,6 +90,7 @@ class ThreadSafeStore:
                     values[name] = self._build_index(name, self._indexers[name], items)
             self._items = dict(items)
             self._indices = values
+            self._sorted_keys = None
 
     def add_indexers(self, indexers: Mapping[str, IndexFunc]) -> None:
         """Add index functions, indexing what is already stored.
@@ -105,10 +113,29 @@ class ThreadSafeStore:
         """Return the object under ``key``, or ``None``."""
         return self._items.get(key)  # a single dict read is atomic
 
+    def get_many(self, keys: Iterable[str]) -> list[EncodedObject]:
+        """Return the objects under ``keys`` that exist, in the order given."""
+        get = self._items.get
+        with self._lock:
+            return [o for o in map(get, keys) if o is not None]
+
     def list(self) -> list[EncodedObject]:
         """Return every object."""
         with self._lock:
             return list(self._items.values())
+
+    def list_sorted(self) -> list[EncodedObject]:
+        """Return every object in key order, as the API server lists them.
+
+        The order is kept between calls until the key set changes, so that a
+        full list costs one lookup per object, not a sort of the whole cache.
+        """
+        with self._lock:
+            keys = self._sorted_keys
+            if keys is None:
+                keys = self._sorted_keys = sorted(self._items)
+            items = self._items
+            return [items[k] for k in keys]
 
     def list_keys(self) -> list[str]:
         """Return every key."""

@@ -6,8 +6,8 @@ order: 405 for any verb but GET/HEAD/OPTIONS, 404 unknown resource, 403
 denied by policy, 400 bad selector or parameter, 404 unknown object, 503 cache
 not yet synced (lists and gets only; streams wait).
 
-A list answer is its envelope plus a join of the cached objects' bytes: no
-object is decoded or re-encoded. Pages (``limit`` + ``continue``) walk the
+A list answer is its envelope plus the cached objects' bytes (``app.envelope``):
+no object is decoded or re-encoded, and a large answer is never joined whole. Pages (``limit`` + ``continue``) walk the
 keys in order, so every object present for the whole walk is returned exactly
 once; like the API server's watch cache, a walk is not a point-in-time snapshot.
 """
@@ -26,6 +26,7 @@ from starlette.responses import Response
 from app.authz import Access
 from app.bridge import run_blocking
 from app.cache import ResourceCache
+from app.envelope import ListBody
 from app.request import (
     Accept,
     Query,
@@ -46,6 +47,7 @@ __all__ = ["resource_endpoint"]
 
 _READ_METHODS = ("GET", "HEAD")
 _GZIP_ABOVE = 128 * 1024
+_TAIL = b"]}"
 
 
 async def resource_endpoint(request: Request) -> Response:
@@ -63,7 +65,7 @@ async def _serve(request: Request) -> Response:
         return Response(status_code=204, headers={"Allow": "GET, HEAD, OPTIONS"})
     if method not in _READ_METHODS:
         raise method_not_allowed(method)
-    target = parse_path(request.url.path)
+    target = parse_path(request.scope["path"])
     resource = await gateway.cache.resolve(target)
     _check_scope(target, resource)
     raw_query = request.scope.get("query_string", b"")
@@ -123,7 +125,7 @@ def _and_name(query: Query, name: str):
 
 def _etag(request: Request, entry: ResourceCache, accept: Accept) -> str:
     digest = hashlib.blake2b(
-        f"{request.url.path}?{request.scope.get('query_string', b'').decode('latin-1')}"
+        f"{request.scope['path']}?{request.scope.get('query_string', b'').decode('latin-1')}"
         f"|{accept.kind}{accept.table_version}".encode(), digest_size=8).hexdigest()
     return f'"{entry.hub.id}-{entry.resource_version()}-{digest}"'
 
@@ -132,11 +134,15 @@ async def _finish(request: Request, body: bytes, etag: str | None = None) -> Res
     headers = {"Cache-Control": "no-cache, private"}
     if etag is not None:
         headers["ETag"] = etag
-    if len(body) > _GZIP_ABOVE and "gzip" in request.headers.get("accept-encoding", ""):
+    if len(body) > _GZIP_ABOVE and _wants_gzip(request):
         body = await run_blocking(gzip.compress, body, 1)
         headers["Content-Encoding"] = "gzip"
         headers["Vary"] = "Accept-Encoding"
     return Response(body, media_type="application/json", headers=headers)
+
+
+def _wants_gzip(request: Request) -> bool:
+    return "gzip" in request.headers.get("accept-encoding", "")
 
 
 def _get(request: Request, entry: ResourceCache, target: ResourcePath, accept: Accept,
@@ -162,8 +168,7 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
     if request.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers={"ETag": etag})
     rv = entry.resource_version()
-    objects = selection.select(entry.indexer)
-    objects.sort(key=_key)
+    objects = selection.select_sorted(entry.indexer)
     fingerprint = f"{entry.resource.gvr}|{selection.namespace}|{query.label_text}|{query.field_text}"
     if query.continue_key is not None:
         after = decode_continue(query.continue_key, fingerprint)
@@ -185,12 +190,11 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
         meta["remainingItemCount"] = remaining
     head = (b'{"apiVersion":' + orjson.dumps(res.api_version) + b',"kind":'
             + orjson.dumps(res.list_kind) + b',"metadata":' + orjson.dumps(meta) + b',"items":[')
-    body = b"".join((head, b",".join([o.raw for o in objects]), b"]}"))
-    return await _finish(request, body, etag)
-
-
-def _key(obj: Any) -> str:
-    return obj.key
+    items = [o.raw for o in objects]
+    answer = ListBody(head, items, _TAIL, {"Cache-Control": "no-cache, private", "ETag": etag})
+    if answer.length > _GZIP_ABOVE and _wants_gzip(request):
+        return await _finish(request, b"".join((head, b",".join(items), _TAIL)), etag)
+    return answer
 
 
 async def _watch(request: Request, gateway: Any, resource: Any, selection: Selection,

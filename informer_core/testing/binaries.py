@@ -240,7 +240,8 @@ def main() -> int:
     """``python -m informer_core.testing.binaries``: make sure the test tools exist.
 
     etcd and kube-apiserver always; ``--test-tools`` adds Chromium (the
-    EventSource test) and Go (the fan-out benchmark's receivers).
+    EventSource test), Go (the fan-out benchmark's receivers) and wrk (the
+    query benchmark's load generator).
     """
     try:
         found = ensure_binaries(build=True)
@@ -251,12 +252,16 @@ def main() -> int:
     if "--test-tools" in sys.argv[1:]:
         try:
             browser = ensure_browser()
-            if shutil.which("go") is None and _is_root() and shutil.which("apt-get"):
-                _apt_install(["golang-go"])  # the fan-out benchmark's receivers
+            missing = [package for tool, package in (("go", "golang-go"), ("wrk", "wrk"))
+                       if shutil.which(tool) is None]
+            if missing and _is_root() and shutil.which("apt-get"):
+                _apt_install(missing)
         except ClusterUnavailableError as exc:
             print(f"warning: test tools incomplete: {exc}", file=sys.stderr)
             browser = None
-        print(f"chromium: {browser or 'not available'}\ngo: {shutil.which('go') or 'not available'}")
+        print(f"chromium: {browser or 'not available'}")
+        for tool in ("go", "wrk"):
+            print(f"{tool}: {shutil.which(tool) or 'not available'}")
     return 0
 
 

@@ -40,13 +40,15 @@ def test_equality_selection_touches_only_the_matching_bucket():
     indexer = make_indexer([obj(f"o{i}", "ns", {"app": f"app-{i % 100}"}) for i in range(2000)])
     store = indexer.thread_safe_store
     touched = []
-    original = store.get
+    original = store.get_many
 
-    def counting_get(key):
-        touched.append(key)
-        return original(key)
+    def counting_get_many(keys):
+        keys = list(keys)
+        touched.extend(keys)
+        return original(keys)
 
-    store.get = counting_get
+    store.get_many = counting_get_many
+    store.list = None  # a full scan would fail
     found = select_encoded(indexer, parse_selector("app=app-7"))
     assert len(found) == 20 and len(touched) == 20
 
@@ -73,3 +75,4 @@ def test_selection_agrees_with_brute_force(specs, text, namespace):
         if (namespace is None or o["metadata"]["namespace"] == namespace)
         and selector.matches(o["metadata"].get("labels")))
     assert got == expected
+    assert [o.key for o in select_encoded(indexer, selector, namespace, ordered=True)] == expected

@@ -332,6 +332,9 @@ class IndexerMachine(RuleBasedStateMachine):
     def agrees_with_model(self):
         assert {meta_namespace_key(o): o for o in self.store.list()} == self.model
         _assert_indexes_agree_with_scan(self.store)
+        in_order = self.store.thread_safe_store.list_sorted()
+        assert [o.key for o in in_order] == sorted(self.model)
+        assert all(o is self.store.get_encoded_by_key(o.key) for o in in_order)
         for index in self.store._store._indices.values():
             assert all(index.values()), "an index kept an empty bucket"
 

@@ -1,0 +1,61 @@
+"""A list answer sent as its envelope plus the cached objects' bytes, never joined whole.
+
+Joining 10,000 Pods into one 20 MB body, then adding the envelope, made two
+fresh 20 MB allocations per request: the copies and the page faults of memory
+touched for the first time took two thirds of a full list's time. Small
+answers are still joined once (a single write is cheapest); large ones go out
+in slices of about ``CHUNK`` bytes, each joined from the objects it holds, with
+the exact ``Content-Length`` computed up front — so memory per answer stays
+bounded, the server's flow control paces a slow reader, and nothing is
+re-encoded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.responses import Response
+
+__all__ = ["CHUNK", "ListBody", "list_length"]
+
+CHUNK = 256 * 1024
+
+
+def list_length(head: bytes, items: list[bytes], tail: bytes) -> int:
+    """The size of ``head + b",".join(items) + tail``, without building it."""
+    return len(head) + len(tail) + sum(map(len, items)) + max(len(items) - 1, 0)
+
+
+class ListBody(Response):
+    """``head``, the ``items`` separated by commas, then ``tail``; sent in slices."""
+
+    media_type = "application/json"
+
+    def __init__(self, head: bytes, items: list[bytes], tail: bytes,
+                 headers: dict[str, str] | None = None) -> None:
+        self.status_code = 200
+        self.background = None
+        self._head, self._items, self._tail = head, items, tail
+        self.length = list_length(head, items, tail)
+        self.body = b""
+        self.init_headers(headers)
+        # init_headers set the length of the empty body; the real one replaces it.
+        self.raw_headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]
+        self.raw_headers.append((b"content-length", str(self.length).encode()))
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": self.status_code,
+                    "headers": self.raw_headers})
+        items = self._items
+        if self.length <= CHUNK or not items:
+            await send({"type": "http.response.body",
+                         "body": b"".join((self._head, b",".join(items), self._tail))})
+            return
+        per_slice = max(1, CHUNK * len(items) // (self.length or 1))
+        await send({"type": "http.response.body", "body": self._head, "more_body": True})
+        for start in range(0, len(items), per_slice):
+            chunk = items[start:start + per_slice]
+            if start:
+                chunk.insert(0, b"")  # the comma before this slice's first object
+            await send({"type": "http.response.body", "body": b",".join(chunk), "more_body": True})
+        await send({"type": "http.response.body", "body": self._tail})

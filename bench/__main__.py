@@ -1,0 +1,64 @@
+"""Every benchmark in one run, written to ``docs/benchmarks.md``.
+
+    .venv/bin/python -m bench [--out docs/benchmarks.md] [--quick]
+
+One kube-apiserver + etcd, seeded once with 10,000 Pods in 100 namespaces and
+1,000 ConfigMaps; then the initial sync (``bench.sync_pods``), the queries
+(``bench.queries``, with py-spy profiles of Q1 and Q5) and the change fan-out
+(``bench.fanout``), each measuring the gateway and the API server side by
+side. ``--quick`` runs everything at toy sizes, to check the machinery.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench import fanout, queries, sync_pods
+from bench.report import render
+from bench.seed import seed
+from informer_core.testing.cluster import LocalCluster
+from informer_core.testing.kubeapi import KubeAPI
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
+    parser.add_argument("--json", type=Path, default=None, help="also write the raw results here")
+    parser.add_argument("--quick", action="store_true", help="toy sizes: check the machinery only")
+    args = parser.parse_args(argv)
+    size = dict(pods=10_000, configmaps=1_000, sync_rounds=3, query_seconds=5.0, query_rounds=2,
+                subscribers=1000, rate=10.0, fan_seconds=60.0, settle=25.0)
+    if args.quick:
+        size = dict(pods=200, configmaps=20, sync_rounds=1, query_seconds=1.0, query_rounds=1,
+                    subscribers=10, rate=5.0, fan_seconds=2.0, settle=3.0)
+    command = "python -m bench" + (" --quick" if args.quick else "")
+    started = time.monotonic()
+    results: dict = {"size": size, "command": command}
+    with LocalCluster() as cluster, tempfile.TemporaryDirectory(prefix="kcg-bench-") as tmp:
+        print(f"seeding {size['pods']} pods and {size['configmaps']} configmaps ...", flush=True)
+        seed(KubeAPI.for_cluster(cluster), pods=size["pods"], configmaps=size["configmaps"])
+        print("initial sync ...", flush=True)
+        results["sync"] = sync_pods.run(size["pods"], size["sync_rounds"], cluster=cluster)
+        print("queries ...", flush=True)
+        results["queries"] = queries.run(seconds=size["query_seconds"], rounds=size["query_rounds"],
+                                         profile=Path(tmp) / "profiles", cluster=cluster)
+        print("fan-out ...", flush=True)
+        results["fanout"] = fanout.run(size["subscribers"], size["rate"], size["fan_seconds"],
+                                       also_apiserver_scenario=True, settle=size["settle"],
+                                       cluster=cluster)
+    results["seconds"] = round(time.monotonic() - started)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(render(results))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    print(f"wrote {args.out} ({results['seconds']} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""List answers sent in slices are byte for byte the joined answer."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+
+from app.envelope import CHUNK, ListBody, list_length
+
+
+def _send_all(body: ListBody) -> tuple[dict, list[dict]]:
+    messages: list[dict] = []
+
+    async def send(message: dict) -> None:
+        messages.append(message)
+
+    asyncio.run(body({"type": "http", "method": "GET"}, None, send))
+    return messages[0], messages[1:]
+
+
+@pytest.mark.parametrize("count, size", [(0, 10), (1, 10), (3, 100), (2000, 700), (5, CHUNK * 2)])
+def test_sliced_body_equals_the_joined_one_and_its_length(count, size):
+    head, tail = b'{"kind":"PodList","items":[', b"]}"
+    items = [orjson.dumps({"n": i, "pad": "x" * size}) for i in range(count)]
+    joined = head + b",".join(items) + tail
+    assert list_length(head, items, tail) == len(joined)
+    start, bodies = _send_all(ListBody(head, items, tail, {"ETag": '"e"'}))
+    headers = dict(start["headers"])
+    assert headers[b"content-length"] == str(len(joined)).encode()
+    assert headers[b"etag"] == b'"e"' and headers[b"content-type"] == b"application/json"
+    assert [k for k, _ in start["headers"]].count(b"content-length") == 1
+    assert b"".join(m["body"] for m in bodies) == joined
+    assert [m.get("more_body", False) for m in bodies][-1] is False
+    assert all(m.get("more_body") for m in bodies[:-1])
+    if len(joined) > CHUNK:  # large answers really go out in slices of bounded size
+        assert len(bodies) > 2
+        assert max(len(m["body"]) for m in bodies) <= CHUNK + size + 64
+    assert len(orjson.loads(joined)["items"]) == count

@@ -1,0 +1,32 @@
+"""The whole benchmark run at toy sizes, so that it keeps working (its figures live in docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from informer_core.testing.pytest_plugin import in_ci
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.mark.timeout(900)
+def test_quick_benchmark_run_writes_the_report(tmp_path, local_cluster):
+    missing = [tool for tool in ("go", "wrk") if shutil.which(tool) is None]
+    if missing:
+        if in_ci():
+            pytest.fail(f"CI=true and no {missing} (make test installs them)")
+        pytest.skip(f"BENCHMARK SMOKE SKIPPED: {missing} not installed")
+    out, raw = tmp_path / "benchmarks.md", tmp_path / "results.json"
+    run = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(out),
+                          "--json", str(raw)], capture_output=True, text=True, timeout=880)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = out.read_text()
+    for heading in ("## Targets", "## Queries", "### Where the gateway's time goes",
+                    "## Initial sync", "## Change fan-out"):
+        assert heading in report
+    assert "| Q5 | 8 | gateway HTTPS | 200 |" in report
+    assert "python -m bench --quick" in report

@@ -1,0 +1,53 @@
+"""Reading wrk's report and py-spy's folded stacks."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.queries import parse_wrk, summarize_folded
+
+WRK = """\
+Running 5s test @ http://127.0.0.1:8080/api/v1/pods
+  1 threads and 8 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     2.10ms  512.00us  12.03ms   90.00%
+    Req/Sec     3.80k   120.00     4.00k    70.00%
+  Latency Distribution
+     50%  635.00us
+     75%    1.02ms
+     90%    1.50ms
+     99%    1.20s
+  18900 requests in 5.00s, 3.52GB read
+  Non-2xx or 3xx responses: 3
+Requests/sec:   3780.12
+Transfer/sec:    720.50MB
+"""
+
+
+def test_wrk_report_is_read_with_units():
+    result = parse_wrk(WRK)
+    assert result["p50_ms"] == pytest.approx(0.635)
+    assert result["p90_ms"] == pytest.approx(1.5)
+    assert result["p99_ms"] == pytest.approx(1200.0)
+    assert result["requests_per_second"] == pytest.approx(3780.12)
+    assert result["bytes_per_second"] == pytest.approx(720.5 * 1024 ** 2)
+    assert (result["requests"], result["non_2xx"], result["socket_errors"]) == (18900, 3, 0)
+
+
+def test_socket_errors_are_counted_and_a_broken_report_is_refused():
+    with_errors = WRK.replace("  Non-2xx or 3xx responses: 3\n",
+                              "  Socket errors: connect 0, read 2, write 0, timeout 5\n")
+    assert parse_wrk(with_errors)["socket_errors"] == 7
+    with pytest.raises(ValueError):
+        parse_wrk("unable to connect to 127.0.0.1:1 Connection refused\n")
+
+
+def test_folded_stacks_give_own_and_inclusive_shares():
+    folded = ("main (app/cli.py:10);serve (app/x.py:5);join (app/y.py:7) 6\n"
+              "main (app/cli.py:10);serve (app/x.py:6) 3\n"
+              "main (app/cli.py:10);send (/usr/lib/python3.11/site-packages/uvicorn/h.py:1) 1\n")
+    summary = summarize_folded(folded)
+    assert summary["samples"] == 10
+    assert summary["own"][0] == ("join (app/y.py)", 60.0)
+    assert ("serve (app/x.py)", 90.0) in summary["inclusive"]
+    assert ("send (uvicorn/h.py)", 10.0) in summary["own"]
