@@ -31,6 +31,7 @@ from app.routers.resources import resource_endpoint
 from app.settings import Settings
 from app.status import StatusError, status_response
 from informer_core.factory import SharedInformerFactory
+from informer_core.pages import metadata_transform
 
 __all__ = ["Gateway", "create_app", "strip_managed_fields"]
 
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 _ALL_METHODS = ["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"]
 
 
+@metadata_transform  # it touches only metadata: list pages need not be built as dicts
 def strip_managed_fields(obj: dict) -> dict:
     """The default transform: drop ``metadata.managedFields`` (about 40% of an object)."""
     meta = obj.get("metadata")

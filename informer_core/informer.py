@@ -27,8 +27,16 @@ from typing import Any, Protocol
 
 from informer_core.delta_fifo import Delta, DeletedFinalStateUnknown, DeltaFIFO, DeltaType
 from informer_core.encoded import EncodedObject
+from informer_core.pages import encode_page, is_metadata_transform
 from informer_core.errors import FIFOClosedError
-from informer_core.listwatch import ListerWatcher, ListOptions, ListPage, WatchEvent, WatchStream
+from informer_core.listwatch import (
+    ApiListerWatcher,
+    ListerWatcher,
+    ListOptions,
+    ListPage,
+    WatchEvent,
+    WatchStream,
+)
 from informer_core.reflector import Reflector, ReflectorStats
 from informer_core.store import (
     LABEL_INDEX,
@@ -316,10 +324,22 @@ class _EncodingListerWatcher:
         and its parsed tree dropped at once; only after the whole page is gone
         are the long-lived parts built, each from its object's own bytes.
         """
-        page = self._inner.list(options)
+        transform = self._informer._transform
+        inner = self._inner
+        if is_metadata_transform(transform) and isinstance(inner, ApiListerWatcher) \
+                and type(inner).list is ApiListerWatcher.list \
+                and type(inner).item is ApiListerWatcher.item:  # no subclass hooks to honour
+            body = inner.list_body(options)
+            encoded = encode_page(body, inner.kind, inner.api_version, transform)
+            if encoded is not None:  # no dict built for any object (informer_core.pages)
+                items, meta = encoded
+                return ListPage(items, meta.get("resourceVersion", ""), meta.get("continue", "") or "")
+            page = inner.parse_page(body)
+            del body
+        else:
+            page = inner.list(options)
         rv, token, items = page.resource_version, page.continue_token, page.items
         del page
-        transform = self._informer._transform
         staged: list[Any] = []
         for i, obj in enumerate(items):
             items[i] = None

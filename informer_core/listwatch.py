@@ -362,8 +362,8 @@ class ApiListerWatcher:
                  api_version: str = "", kind: str = "") -> None:
         self._client = RawClient(api_client)
         self._tweak = tweak_list_options
-        self._api_version = api_version
-        self._kind = kind
+        self.api_version = api_version
+        self.kind = kind
         self.path = self._collection_path(path, namespaced, namespace)
         self._lock = threading.Lock()  # guards _calls
         self._calls: set[_Call] = set()
@@ -386,11 +386,19 @@ class ApiListerWatcher:
             ConnectionError: the request could not be completed.
             WatchAbortedError: ``abort()`` was called meanwhile.
         """
+        return self.parse_page(self.list_body(options))
+
+    def list_body(self, options: ListOptions) -> bytes:
+        """Fetch one page's body unparsed (the informer encodes it without building dicts).
+
+        Raises:
+            The same as ``list``.
+        """
         options = self._tweaked(options)
         call = self._client.new_call()
         response = self._open(call, options.to_query(), _LIST_READ_TIMEOUT)
         try:
-            body = response.read()
+            return response.read()
         except (OSError, Urllib3HTTPError) as exc:
             if call.aborted:
                 raise WatchAbortedError("list aborted") from exc
@@ -398,6 +406,9 @@ class ApiListerWatcher:
         finally:
             call.close()
             self._forget(call)
+
+    def parse_page(self, body: bytes) -> ListPage:
+        """Parse a list body into a page of items, each passed through ``item``."""
         if len(body) > _PAUSE_GC_ABOVE:
             with paused_gc():
                 doc = orjson.loads(body)
@@ -405,8 +416,8 @@ class ApiListerWatcher:
             doc = orjson.loads(body)
         del body
         meta = doc.get("metadata") or {}
-        kind = self._kind or (doc.get("kind") or "").removesuffix("List")
-        api_version = self._api_version or doc.get("apiVersion") or ""
+        kind = self.kind or (doc.get("kind") or "").removesuffix("List")
+        api_version = self.api_version or doc.get("apiVersion") or ""
         items = []
         for item in doc.get("items") or ():
             if "kind" not in item or "apiVersion" not in item:
