@@ -36,8 +36,9 @@ from pathlib import Path
 import httpx
 
 from bench.procs import proc_cpu_seconds, start_gateway
+from informer_core.testing.certs import self_signed_cert
 from bench.seed import seed
-from informer_core.testing.cluster import LocalCluster
+from informer_core.testing.cluster import LocalCluster, free_port
 from informer_core.testing.kubeapi import KubeAPI
 
 __all__ = ["QUERIES", "Query", "parse_wrk", "run", "table"]
@@ -69,6 +70,7 @@ QUERIES = (
 )
 
 SIDES = ("apiserver", "gateway HTTPS", "gateway HTTP")
+FLOOR_SIDES = ("floor HTTPS", "floor HTTP")
 
 _UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3, "h": 3600e3}
 _SIZES = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
@@ -136,11 +138,43 @@ def _names(body: dict) -> list[str]:
     return sorted(f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}" for o in items)
 
 
-def _answer(url: str, token: str, verify: ssl.SSLContext | bool) -> tuple[list[str], int]:
+def _answer(url: str, token: str, verify: ssl.SSLContext | bool) -> tuple[list[str], bytes]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     response = httpx.get(url, headers=headers, verify=verify, timeout=120)
     response.raise_for_status()
-    return _names(response.json()), len(response.content)
+    return _names(response.json()), response.content
+
+
+def start_floor(workdir: Path, bodies: dict[str, bytes], tls: bool) -> tuple[subprocess.Popen, str]:
+    """Serve ``bodies`` (path?query -> bytes) from ``bench.floor`` on uvicorn; return it and its URL."""
+    directory = workdir / "floor"
+    directory.mkdir(parents=True, exist_ok=True)
+    index = {}
+    for i, (target, body) in enumerate(bodies.items()):
+        (directory / f"{i}.json").write_bytes(body)
+        index[target] = f"{i}.json"
+    (directory / "index.json").write_text(json.dumps(index))
+    port = free_port()
+    command = [sys.executable, "-m", "uvicorn", "bench.floor:app", "--port", str(port),
+               "--log-level", "warning", "--no-access-log"]
+    verify: ssl.SSLContext | bool = True
+    if tls:
+        cert, key = self_signed_cert(directory, "floor")
+        command += ["--ssl-certfile", str(cert), "--ssl-keyfile", str(key)]
+        verify = ssl.create_default_context(cafile=str(cert))
+    url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+    proc = subprocess.Popen(command, env=dict(os.environ, KCG_FLOOR_BODIES=str(directory)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url + "/", timeout=2, verify=verify)
+            return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    proc.wait()
+    raise RuntimeError("the floor server did not start")
 
 
 def _apiserver_pid(cluster: LocalCluster) -> int:
@@ -161,6 +195,7 @@ def run(pods: int = 10_000, configmaps: int = 1_000, seconds: float = 5.0, round
             return run(pods, configmaps, seconds, rounds, connections, profile, own, log)
     workdir = Path(tempfile.mkdtemp(prefix="kcg-queries-"))
     gateways = {}
+    floors = {}
     try:
         args = ("--prewarm", "pods", "--sync-timeout", "120")
         gateways["gateway HTTPS"] = start_gateway(cluster, workdir / "tls", *args, tls=True)
@@ -169,31 +204,42 @@ def run(pods: int = 10_000, configmaps: int = 1_000, seconds: float = 5.0, round
         api_verify = ssl.create_default_context(cafile=str(cluster.primary.ca_file))
         api_verify.check_hostname = False
 
+
         def target(side: str, query: Query) -> tuple[str, str, int, ssl.SSLContext | bool]:
             if side == "apiserver":
                 return (query.url(cluster.primary.url, True), token, _apiserver_pid(cluster),
                         api_verify)
+            if side in floors:
+                proc, url = floors[side]
+                return query.url(url, False), "", proc.pid, False
             gw = gateways[side]
             return query.url(gw.url, False), "", gw.pid, gw.verify
 
         answers: dict = {}
+        floor_bodies: dict[str, bytes] = {}
         for query in QUERIES:
             names = {}
             for side in SIDES:
                 url, tok, _, verify = target(side, query)
-                names[side], size = _answer(url, tok, verify)
-                answers.setdefault(query.name, {})[side] = {"objects": len(names[side]), "bytes": size}
+                names[side], body = _answer(url, tok, verify)
+                answers.setdefault(query.name, {})[side] = {"objects": len(names[side]),
+                                                             "bytes": len(body)}
+                if side == "gateway HTTP":
+                    floor_bodies[query.path] = body
             if len({tuple(n) for n in names.values()}) != 1 or not names["apiserver"]:
                 raise RuntimeError(f"{query.name}: the sides answer different objects: "
                                    f"{ {s: len(n) for s, n in names.items()} }")
             log(f"{query.name}: {len(names['apiserver'])} objects; bytes "
                 f"{ {s: a['bytes'] for s, a in answers[query.name].items()} }")
+        for side in FLOOR_SIDES:
+            floors[side] = start_floor(workdir / side.replace(" ", "-"), floor_bodies,
+                                       tls=side.endswith("HTTPS"))
         runs: dict = {}
         for r in range(rounds):
             for query in QUERIES:
                 duration = seconds * 2 if query.name == "Q5" else seconds
                 for conns in connections:
-                    for side in SIDES:
+                    for side in SIDES + (FLOOR_SIDES if r == 0 else ()):
                         url, tok, pid, _ = target(side, query)
                         if r == 0:
                             wrk(url, conns, 1, tok)  # warm-up
@@ -215,6 +261,9 @@ def run(pods: int = 10_000, configmaps: int = 1_000, seconds: float = 5.0, round
     finally:
         for gw in gateways.values():
             gw.stop()
+        for proc, _ in floors.values():
+            proc.terminate()
+            proc.wait(30)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -309,6 +358,26 @@ def table(results: dict) -> str:
                     f"| {_median(rows, 'bytes_per_second') / 1e6:,.1f} | {rps * answer['objects']:,.0f} "
                     f"| {ratio_p50} | {ratio_rps} | {_median(rows, 'server_cpu_percent'):.0f} % "
                     f"| {_median(rows, 'wrk_cpu_percent'):.0f} % |")
+    return "\n".join(lines)
+
+
+def floor_table(results: dict) -> str:
+    """The gateway next to the bare ASGI app answering the same bytes on the same server."""
+    lines = ["| query | conns | scheme | floor p50 | gateway p50 | floor req/s | gateway req/s "
+             "| gateway's share of the floor's rate |",
+             "|---|---:|---|---:|---:|---:|---:|---:|"]
+    runs = results["runs"]
+    for query in QUERIES:
+        for conns in results["connections"]:
+            for scheme in ("HTTPS", "HTTP"):
+                floor = runs.get(f"{query.name}|{conns}|floor {scheme}")
+                if not floor:
+                    continue
+                gw = runs[f"{query.name}|{conns}|gateway {scheme}"]
+                f_rps, g_rps = _median(floor, "requests_per_second"), _median(gw, "requests_per_second")
+                lines.append(f"| {query.name} | {conns} | {scheme} | {_fmt_ms(_median(floor, 'p50_ms'))} "
+                             f"| {_fmt_ms(_median(gw, 'p50_ms'))} | {f_rps:,.0f} | {g_rps:,.0f} "
+                             f"| {100 * g_rps / f_rps:.0f} % |")
     return "\n".join(lines)
 
 

@@ -127,6 +127,16 @@ objects/s, not MB/s. *Server CPU* is the server process's CPU over the
 measurement (200 % = both cores); *wrk CPU* is the load generator's own share.
 """
 
+_FLOOR = """\
+### The floor: the same bytes from a bare ASGI app
+
+`bench/floor.py` answers each query with the gateway's own answer bytes, fixed
+in memory, on the same uvicorn (same event loop, HTTP parser and TLS), measured
+in the first round only. It does no work at all, so its figures are the most
+any server on this stack could do; the last column is how much of that the
+gateway reaches with selection, authorization, metrics and encoding included.
+"""
+
 _PROFILE = """\
 ### Where the gateway's time goes
 
@@ -176,6 +186,9 @@ def render(results: dict) -> str:
     q = results["queries"]
     parts.append(_QUERIES.format(seconds=q["seconds"], rounds=q["rounds"]))
     parts.append(queries.table(q) + "\n")
+    if any("floor" in key for key in q["runs"]):
+        parts.append(_FLOOR)
+        parts.append(queries.floor_table(q) + "\n")
     if q.get("profiles"):
         parts.append(_PROFILE)
         parts.append(queries.profile_table(q) + "\n")
