@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 
 _CONNECT_TIMEOUT = 10.0
 _LIST_READ_TIMEOUT = 120.0
+_ONE_RETRY = urllib3.Retry(total=1, redirect=False, status=0, raise_on_status=False)
 _WATCH_READ_MARGIN = 30.0  # seconds above the server-side watch timeout
 _PAUSE_GC_ABOVE = 1 << 20  # bytes of list body worth pausing the cyclic GC for
 
@@ -322,24 +323,27 @@ class RawClient:
     def get_json(self, path: str, read_timeout: float = 30.0) -> tuple[int, Any]:
         """GET ``path``; return (HTTP status, parsed body or ``None``). Never raises on 4xx/5xx.
 
+        Short requests (discovery's thirty-odd documents) share the pool's
+        kept-alive connections: a fresh TLS handshake for each made discovery
+        the slowest part of starting an informer. Only lists and watches, which
+        must be abortable, get connections of their own.
+
         Raises:
             ConnectionError: the request could not be sent or answered.
         """
-        call = self.new_call()
         try:
-            response = self.open(call, path, None, read_timeout)
-            body = response.read()
-            status = response.status
-        except APIStatusError as exc:
-            return exc.code, exc.status
-        except (OSError, Urllib3HTTPError) as exc:
+            response = self._pool.urlopen(
+                "GET", self._base + path, headers=self.headers(),
+                retries=_ONE_RETRY,  # a kept-alive connection the server just closed
+                redirect=False, preload_content=True, decode_content=True,
+                timeout=urllib3.Timeout(connect=_CONNECT_TIMEOUT, read=read_timeout))
+        except (OSError, Urllib3HTTPError, http.client.HTTPException) as exc:
             raise ConnectionError(f"GET {path}: {exc}") from exc
-        finally:
-            call.close()
+        body = response.data
         try:
-            return status, orjson.loads(body) if body else None
+            return response.status, orjson.loads(body) if body else None
         except orjson.JSONDecodeError:
-            return status, None
+            return response.status, None
 
 
 class ApiListerWatcher:
