@@ -65,6 +65,15 @@ class GatewayApp:
         if cors_origins:
             hot = CORSMiddleware(hot, **cors_options(cors_origins))
         self._hot = hot
+        self._children: dict[tuple[int, int], Any] = {}
+
+    def _latency(self, gateway: Any, status: int) -> Any:
+        """The latency histogram's child for ``status`` (labelling costs more than observing)."""
+        key = (id(gateway.metrics), status)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = gateway.metrics.latency.labels("resource", str(status))
+        return child
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and is_resource_path(scope["path"]):
@@ -79,15 +88,13 @@ class GatewayApp:
             await _send_json(send, 503, _NOT_READY)
             return
         started = time.perf_counter()
-        observe = gateway.metrics.latency
         answered = False
 
         async def timed_send(message: dict) -> None:
             nonlocal answered
             if message["type"] == "http.response.start":
                 answered = True
-                observe.labels("resource", str(message["status"])).observe(
-                    time.perf_counter() - started)
+                self._latency(gateway, message["status"]).observe(time.perf_counter() - started)
             await send(message)
 
         try:

@@ -14,8 +14,7 @@ as the API server lists resources a caller cannot read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from app.status import forbidden
 from informer_core.discovery import APIResource
@@ -23,8 +22,7 @@ from informer_core.discovery import APIResource
 __all__ = ["Access", "Authorization", "Authorizer", "ResourcePolicy"]
 
 
-@dataclass(frozen=True)
-class Access:
+class Access(NamedTuple):
     """What a request wants: a verb on a resource, maybe in a namespace, maybe one object."""
 
     verb: str  # get, list or watch
@@ -67,8 +65,18 @@ class ResourcePolicy:
     def __init__(self, allow: tuple[str, ...] = (), deny: tuple[str, ...] = ("secrets",)) -> None:
         self.allow = tuple(e.strip() for e in allow if e.strip())
         self.deny = tuple(e.strip() for e in deny if e.strip())
+        self._decided: dict[tuple[str, str, str, str, tuple[str, ...]], bool] = {}
 
     def permits(self, resource: APIResource) -> bool:
+        # The lists are fixed for the process: decide once per resource.
+        key = (resource.group, resource.version, resource.resource, resource.singular,
+               resource.short_names)
+        decided = self._decided.get(key)
+        if decided is None:
+            decided = self._decided[key] = self._decide(resource)
+        return decided
+
+    def _decide(self, resource: APIResource) -> bool:
         if any(_matches(e, resource) for e in self.deny):
             return False
         return not self.allow or any(_matches(e, resource) for e in self.allow)

@@ -48,8 +48,12 @@ def _unknown_path(path: str) -> StatusError:
     return not_found(f"the server could not find the requested resource ({path})")
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_path(path: str) -> ResourcePath:
     """Split a request path into group, version, resource, namespace and name.
+
+    Clients ask for the same paths again and again: answers are remembered
+    (``ResourcePath`` is immutable).
 
     Raises:
         StatusError: 404 when the path cannot name a resource.
@@ -87,14 +91,22 @@ def check_names(target: ResourcePath) -> None:
     Raises:
         StatusError: 400 for a name no object can have.
     """
-    if target.namespace is not None:
-        problems = is_dns1123_label(target.namespace)
+    problem = _name_problem(target.namespace, target.name)
+    if problem is not None:
+        raise bad_request(problem)
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_problem(namespace: str | None, name: str | None) -> str | None:
+    if namespace is not None:
+        problems = is_dns1123_label(namespace)
         if problems:
-            raise bad_request(f"invalid namespace {target.namespace!r}: {'; '.join(problems)}")
-    if target.name is not None:
-        problems = is_valid_object_name(target.name)
+            return f"invalid namespace {namespace!r}: {'; '.join(problems)}"
+    if name is not None:
+        problems = is_valid_object_name(name)
         if problems:
-            raise bad_request(f"invalid name {target.name!r}: {'; '.join(problems)}")
+            return f"invalid name {name!r}: {'; '.join(problems)}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -228,6 +240,7 @@ class Accept:
     table_version: str = "v1"
 
 
+@functools.lru_cache(maxsize=256)
 def negotiate(header: str | None, allow_sse: bool) -> Accept:
     """Choose a representation from an ``Accept`` header, in the client's order.
 

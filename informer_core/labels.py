@@ -133,8 +133,11 @@ class Requirement:
                 (only,) = wanted
                 return lambda labels: labels.get(key) == only
             return lambda labels: labels.get(key) in wanted
-        if op in (Operator.NOT_IN, Operator.NOT_EQUALS):
-            return lambda labels: key not in labels or labels[key] not in wanted
+        if op in (Operator.NOT_IN, Operator.NOT_EQUALS):  # an absent key (None) matches
+            if len(wanted) == 1:
+                (only,) = wanted
+                return lambda labels: labels.get(key) != only
+            return lambda labels: labels.get(key) not in wanted
         if op is Operator.EXISTS:
             return lambda labels: key in labels
         if op is Operator.DOES_NOT_EXIST:

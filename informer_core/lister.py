@@ -37,26 +37,23 @@ def select_encoded(indexer: Indexer, selector: Selector | None = None,
         if not candidates:
             return []
     positive = [r for r in selector.requirements if r.operator in _POSITIVE]
+    requirements = selector.requirements
     if positive and store.has_index(LABEL_INDEX):
         def cost(requirement: Any) -> int:
             return sum(store.bucket_size(LABEL_INDEX, f"{requirement.key}={v}")
                        for v in requirement.values)
 
         best = min(positive, key=cost)
-        keys = store.keys_for_values(LABEL_INDEX, (f"{best.key}={v}" for v in best.values))
-        if candidates is None:
-            candidates = keys
-        else:
-            small, large = (keys, candidates) if len(keys) < len(candidates) else (candidates, keys)
-            candidates = {k for k in small if k in large}
-    if candidates is None:
+        # Read under the store's lock with the index: every object has ``best``.
+        objects = store.by_index_values(LABEL_INDEX, [f"{best.key}={v}" for v in best.values],
+                                        within=candidates, ordered=ordered)
+        requirements = tuple(r for r in requirements if r is not best)
+    elif candidates is None:
         objects = store.list_sorted() if ordered else store.list()
     else:
         objects = store.get_many(sorted(candidates) if ordered else candidates)
-    tests = [r.test for r in selector.requirements]
-    if not tests:
-        return objects
-    for test in tests:  # one pass per requirement: each pass is a tight comprehension
+    for requirement in requirements:  # one pass per requirement: each a tight comprehension
+        test = requirement.test
         objects = [o for o in objects if test(o.labels)]
     return objects
 

@@ -186,6 +186,28 @@ class ThreadSafeStore:
                     found |= bucket
             return found
 
+    def by_index_values(self, index_name: str, values: Iterable[str],
+                        within: set[str] | None = None, ordered: bool = False) -> list[EncodedObject]:
+        """Return the objects under any of ``values`` (and in ``within``, if given).
+
+        Index and objects are read under one lock, so every object returned
+        really has one of ``values`` now: a caller need not check it again.
+
+        Raises:
+            KeyError: no index is called ``index_name``.
+        """
+        with self._lock:
+            index = self._index_locked(index_name)
+            found: set[str] = set()
+            for value in values:
+                bucket = index.get(value)
+                if bucket:
+                    found |= bucket
+            if within is not None:
+                found = found & within if len(found) <= len(within) else within & found
+            items = self._items
+            return [items[k] for k in (sorted(found) if ordered else found)]
+
     def bucket_size(self, index_name: str, value: str) -> int:
         """Return how many keys are under ``value`` (0 for an unknown index)."""
         with self._lock:

@@ -26,7 +26,7 @@ from starlette.responses import Response
 from app.authz import Access
 from app.bridge import run_blocking
 from app.cache import ResourceCache
-from app.envelope import ListBody
+from app.envelope import ListBody, StoredBody
 from app.request import (
     Accept,
     Query,
@@ -158,8 +158,7 @@ def _get(request: Request, entry: ResourceCache, target: ResourcePath, accept: A
                            include=query.include_object,
                            resource_version=found.resource_version)
         return Response(body, media_type="application/json")
-    return Response(found.raw, media_type="application/json",
-                    headers={"Cache-Control": "no-cache, private"})
+    return StoredBody(found.raw)
 
 
 async def _list(request: Request, entry: ResourceCache, selection: Selection, query: Query,

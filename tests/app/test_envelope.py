@@ -7,7 +7,7 @@ import asyncio
 import orjson
 import pytest
 
-from app.envelope import CHUNK, ListBody, list_length
+from app.envelope import CHUNK, JOIN_BELOW, ListBody, StoredBody, list_length
 
 
 def _send_all(body: ListBody) -> tuple[dict, list[dict]]:
@@ -20,7 +20,8 @@ def _send_all(body: ListBody) -> tuple[dict, list[dict]]:
     return messages[0], messages[1:]
 
 
-@pytest.mark.parametrize("count, size", [(0, 10), (1, 10), (3, 100), (2000, 700), (5, CHUNK * 2)])
+@pytest.mark.parametrize("count, size", [(0, 10), (1, 10), (3, 100), (2000, 700), (5, JOIN_BELOW),
+                                         (300, 1000)])
 def test_sliced_body_equals_the_joined_one_and_its_length(count, size):
     head, tail = b'{"kind":"PodList","items":[', b"]}"
     items = [orjson.dumps({"n": i, "pad": "x" * size}) for i in range(count)]
@@ -34,7 +35,18 @@ def test_sliced_body_equals_the_joined_one_and_its_length(count, size):
     assert b"".join(m["body"] for m in bodies) == joined
     assert [m.get("more_body", False) for m in bodies][-1] is False
     assert all(m.get("more_body") for m in bodies[:-1])
-    if len(joined) > CHUNK:  # large answers really go out in slices of bounded size
+    if len(joined) <= JOIN_BELOW:  # one write
+        assert len(bodies) == 1
+    else:  # large answers really go out in slices of bounded size
         assert len(bodies) > 2
         assert max(len(m["body"]) for m in bodies) <= CHUNK + size + 64
     assert len(orjson.loads(joined)["items"]) == count
+
+
+def test_a_stored_object_is_sent_as_is_with_its_headers():
+    raw = orjson.dumps({"kind": "Pod", "metadata": {"name": "x"}})
+    start, bodies = _send_all(StoredBody(raw))
+    headers = dict(start["headers"])
+    assert start["status"] == 200 and bodies == [{"type": "http.response.body", "body": raw}]
+    assert headers == {b"content-type": b"application/json", b"cache-control": b"no-cache, private",
+                       b"content-length": str(len(raw)).encode()}

@@ -40,15 +40,15 @@ def test_equality_selection_touches_only_the_matching_bucket():
     indexer = make_indexer([obj(f"o{i}", "ns", {"app": f"app-{i % 100}"}) for i in range(2000)])
     store = indexer.thread_safe_store
     touched = []
-    original = store.get_many
+    original = store.by_index_values
 
-    def counting_get_many(keys):
-        keys = list(keys)
-        touched.extend(keys)
-        return original(keys)
+    def counting(*args, **kwargs):
+        found = original(*args, **kwargs)
+        touched.extend(found)
+        return found
 
-    store.get_many = counting_get_many
-    store.list = None  # a full scan would fail
+    store.by_index_values = counting
+    store.list = store.get_many = None  # a scan or a key-by-key fetch would fail
     found = select_encoded(indexer, parse_selector("app=app-7"))
     assert len(found) == 20 and len(touched) == 20
 
