@@ -33,7 +33,7 @@ binaries: setup
 bench: setup binaries
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	$(PY) -m informer_core.testing.binaries --test-tools
-	$(PY) -m bench
+	$(PY) -m bench --out docs/benchmarks.md --json docs/benchmarks.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

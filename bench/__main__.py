@@ -30,13 +30,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
     parser.add_argument("--json", type=Path, default=None, help="also write the raw results here")
     parser.add_argument("--quick", action="store_true", help="toy sizes: check the machinery only")
+    parser.add_argument("--render", type=Path, default=None, metavar="JSON",
+                        help="measure nothing: write the report from a run's --json results "
+                             "(after editing bench/notes.md)")
     args = parser.parse_args(argv)
+    if args.render is not None:
+        args.out.write_text(render(json.loads(args.render.read_text())))
+        print(f"wrote {args.out}")
+        return 0
     size = dict(pods=10_000, configmaps=1_000, sync_rounds=3, query_seconds=5.0, query_rounds=2,
                 subscribers=1000, rate=10.0, fan_seconds=60.0, settle=25.0)
     if args.quick:
         size = dict(pods=200, configmaps=20, sync_rounds=1, query_seconds=1.0, query_rounds=1,
                     subscribers=10, rate=5.0, fan_seconds=2.0, settle=3.0)
-    command = "python -m bench" + (" --quick" if args.quick else "")
+    command = ("python -m bench" + (" --quick" if args.quick else "") + f" --out {args.out}"
+               + (f" --json {args.json}" if args.json else ""))
     started = time.monotonic()
     results: dict = {"size": size, "command": command}
     with LocalCluster() as cluster, tempfile.TemporaryDirectory(prefix="kcg-bench-") as tmp:

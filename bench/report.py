@@ -1,7 +1,9 @@
 """``docs/benchmarks.md`` from one run's results: tables, ratios, and the targets checked.
 
 The prose around the tables says how each figure was measured; the verdicts
-are computed from the figures of the same run, never written by hand.
+are computed from the figures of the same run, never written by hand. The
+reading of the figures — why a target is missed, what the profiles show — is
+``bench/notes.md``, written by hand and included as it is.
 """
 
 from __future__ import annotations
@@ -10,12 +12,14 @@ import os
 import platform
 import statistics
 import time
+from pathlib import Path
 
 from bench import fanout, queries, sync_pods
 
 __all__ = ["render", "targets"]
 
 MiB = 1024 * 1024
+_NOTES = Path(__file__).with_name("notes.md")
 
 
 def _machine() -> str:
@@ -140,9 +144,12 @@ gateway reaches with selection, authorization, metrics and encoding included.
 _PROFILE = """\
 ### Where the gateway's time goes
 
-py-spy sampled the plain-HTTP gateway (250 Hz) while wrk loaded Q1 and Q5 at 8
-connections; shares are of all samples taken in the process (own time: the
-function itself; including callees: anything under it).
+py-spy sampled the plain-HTTP gateway (250 Hz, `--gil`: only the thread
+holding the interpreter, i.e. where the CPU goes) while wrk loaded Q1 and Q5 at
+8 connections. Own time is the function itself, including any C it calls
+(`RequestResponseCycle.send` is uvicorn writing to the socket); "including
+callees" is everything under it. The event loop and CLI frames every sample
+passes through are left out.
 """
 
 _SYNC = """\
@@ -183,6 +190,8 @@ def render(results: dict) -> str:
     lines = ["| target | measured | met |", "|---|---|:---:|"]
     lines += [f"| {t} | {m} | {'yes' if ok else '**no**'} |" for t, m, ok in targets(results)]
     parts.append("\n".join(lines) + "\n")
+    if _NOTES.exists():  # the hand-written reading of the figures
+        parts.append(_NOTES.read_text())
     q = results["queries"]
     parts.append(_QUERIES.format(seconds=q["seconds"], rounds=q["rounds"]))
     parts.append(queries.table(q) + "\n")
