@@ -178,13 +178,16 @@ class ThreadSafeStore:
             KeyError: no index is called ``index_name``.
         """
         with self._lock:
-            index = self._index_locked(index_name)
-            found: set[str] = set()
-            for value in values:
-                bucket = index.get(value)
-                if bucket:
-                    found |= bucket
-            return found
+            return self._union_locked(index_name, values)
+
+    def _union_locked(self, index_name: str, values: Iterable[str]) -> set[str]:
+        index = self._index_locked(index_name)
+        found: set[str] = set()
+        for value in values:
+            bucket = index.get(value)
+            if bucket:
+                found |= bucket
+        return found
 
     def by_index_values(self, index_name: str, values: Iterable[str],
                         within: set[str] | None = None, ordered: bool = False) -> list[EncodedObject]:
@@ -197,12 +200,7 @@ class ThreadSafeStore:
             KeyError: no index is called ``index_name``.
         """
         with self._lock:
-            index = self._index_locked(index_name)
-            found: set[str] = set()
-            for value in values:
-                bucket = index.get(value)
-                if bucket:
-                    found |= bucket
+            found = self._union_locked(index_name, values)
             if within is not None:
                 found = found & within if len(found) <= len(within) else within & found
             items = self._items
