@@ -10,9 +10,9 @@ resource path (``/api/<v>/<resource>...``, ``/apis/<g>/<v>/<resource>...``,
 ``app.routers.resources``; operations, discovery and everything else go
 through FastAPI, which keeps its own catch-all for any path left over.
 
-The hot path keeps what the FastAPI side gets from middleware: latency metrics,
-CORS when configured, and a ``Status`` 500 (logged) instead of a bare error
-page for anything unexpected.
+Latency metrics and CORS (when configured) wrap both sides here, once; the hot
+path answers anything unexpected with a ``Status`` 500 (logged) instead of a
+bare error page, as the FastAPI side's exception handler does.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from starlette.requests import Request
 
 from app.routers.resources import resource_endpoint
 
-__all__ = ["GatewayApp", "cors_options", "is_resource_path"]
+__all__ = ["GatewayApp", "cors_options", "is_resource_path", "route_label"]
 
 log = logging.getLogger(__name__)
 
@@ -56,54 +56,76 @@ def cors_options(origins: tuple[str, ...]) -> dict[str, Any]:
 
 
 class GatewayApp:
-    """The whole gateway as one ASGI callable; ``state`` is the FastAPI app's."""
+    """The whole gateway as one ASGI callable; ``state`` is the FastAPI app's.
+
+    Every HTTP request is timed here, once, and CORS (when configured) wraps
+    both sides, so the FastAPI side needs no middleware of its own for either.
+    """
 
     def __init__(self, api: FastAPI, cors_origins: tuple[str, ...] = ()) -> None:
         self.api = api
         self.state = api.state
-        hot: Any = self._resource
+        entry: Any = self._dispatch
         if cors_origins:
-            hot = CORSMiddleware(hot, **cors_options(cors_origins))
-        self._hot = hot
-        self._children: dict[tuple[int, int], Any] = {}
-
-    def _latency(self, gateway: Any, status: int) -> Any:
-        """The latency histogram's child for ``status`` (labelling costs more than observing)."""
-        key = (id(gateway.metrics), status)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = gateway.metrics.latency.labels("resource", str(status))
-        return child
+            entry = CORSMiddleware(entry, **cors_options(cors_origins))
+        self._entry = entry
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and is_resource_path(scope["path"]):
-            scope["app"] = self.api  # what ``request.app`` reads
-            await self._hot(scope, receive, send)
+        if scope["type"] != "http":
+            await self.api(scope, receive, send)  # the lifespan
+            return
+        path = scope["path"]
+        route = scope["kcg.route"] = route_label(path)
+        gateway = getattr(self.state, "gateway", None)
+        if gateway is None:  # before the lifespan made the gateway: nothing to time with
+            await self._entry(scope, receive, send)
+            return
+        started = time.perf_counter()
+        latency = gateway.metrics.latency_for
+
+        async def timed_send(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                latency(route, message["status"]).observe(time.perf_counter() - started)
+            await send(message)
+
+        await self._entry(scope, receive, timed_send)
+
+    async def _dispatch(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["kcg.route"] == "resource":
+            await self._resource(scope, receive, send)
         else:
             await self.api(scope, receive, send)
 
     async def _resource(self, scope: dict, receive: Any, send: Any) -> None:
-        gateway = getattr(self.state, "gateway", None)
-        if gateway is None:  # a request before the lifespan started the gateway
+        if getattr(self.state, "gateway", None) is None:  # a request before start-up
             await _send_json(send, 503, _NOT_READY)
             return
-        started = time.perf_counter()
+        scope["app"] = self.api  # what ``request.app`` reads
         answered = False
 
-        async def timed_send(message: dict) -> None:
+        async def watched_send(message: dict) -> None:
             nonlocal answered
-            if message["type"] == "http.response.start":
-                answered = True
-                self._latency(gateway, message["status"]).observe(time.perf_counter() - started)
+            answered = answered or message["type"] == "http.response.start"
             await send(message)
 
         try:
             response = await resource_endpoint(Request(scope, receive))
-            await response(scope, receive, timed_send)
+            await response(scope, receive, watched_send)
         except Exception:
             log.exception("unexpected error answering %s %s", scope.get("method"), scope.get("path"))
             if not answered:
-                await _send_json(timed_send, 500, _INTERNAL)
+                await _send_json(send, 500, _INTERNAL)
+
+
+def route_label(path: str) -> str:
+    """The ``route`` label of the latency histogram: a few fixed values, never the path itself."""
+    if is_resource_path(path):
+        return "resource"
+    if path in ("/healthz", "/readyz", "/livez", "/metrics", "/version", "/api", "/apis"):
+        return path
+    if path.startswith(("/api/", "/apis/")):
+        return "discovery"
+    return "other"
 
 
 async def _send_json(send: Any, status: int, body: bytes) -> None:

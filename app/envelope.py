@@ -16,10 +16,23 @@ from typing import Any
 
 from starlette.responses import Response
 
-__all__ = ["CHUNK", "JOIN_BELOW", "ListBody", "StoredBody", "list_length"]
+__all__ = ["CHUNK", "JOIN_BELOW", "ListBody", "StoredBody", "list_length", "list_metadata"]
 
 CHUNK = 256 * 1024  # a slice of a large answer
 JOIN_BELOW = 1024 * 1024  # answers up to this size go out in one write
+
+
+def list_metadata(resource_version: str, continue_token: str = "",
+                  remaining: int | None = None) -> dict[str, Any]:
+    """A list's ``metadata`` (``ListMeta``), for JSON lists and ``Table`` answers alike."""
+    meta: dict[str, Any] = {}
+    if resource_version:
+        meta["resourceVersion"] = resource_version
+    if continue_token:
+        meta["continue"] = continue_token
+    if remaining:
+        meta["remainingItemCount"] = remaining
+    return meta
 
 
 def list_length(head: bytes, items: list[bytes], tail: bytes) -> int:

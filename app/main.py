@@ -17,15 +17,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
-from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app.asgi import GatewayApp, cors_options
+from app.asgi import GatewayApp
 from app.authz import Authorization, ResourcePolicy
 from app.cache import GatewayCache
 from app.limits import StreamLimiter
-from app.metrics import Metrics, MetricsMiddleware
+from app.metrics import Metrics
 from app.routers import discovery, ops
 from app.routers.resources import resource_endpoint
 from app.settings import Settings
@@ -106,14 +105,12 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         gateway = Gateway(settings, factory)
         app.state.gateway = gateway
-        metrics_holder["metrics"] = gateway.metrics
         await gateway.start()
         try:
             yield
         finally:
             await gateway.stop()
 
-    metrics_holder: dict[str, Metrics] = {}
     app = FastAPI(title="kube-cache-gateway", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None)
     app.include_router(ops.router)
@@ -121,31 +118,10 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
     # Resource paths are answered before FastAPI (app.asgi); this catches the rest.
     app.router.routes.append(Route("/{path:path}", resource_endpoint, methods=_ALL_METHODS))
     app.add_exception_handler(Exception, _internal_error)
-    if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, **cors_options(settings.cors_origins))
-    app.add_middleware(_LazyMetricsMiddleware, holder=metrics_holder)
-    return GatewayApp(app, settings.cors_origins)
+    return GatewayApp(app, settings.cors_origins)  # metrics and CORS for every path
 
 
 async def _internal_error(request: Any, exc: Exception) -> Response:
     log.error("unexpected error answering %s %s", request.method, request.url.path,
               exc_info=exc)
     return status_response(StatusError(500, "internal error", "InternalError"))
-
-
-class _LazyMetricsMiddleware:
-    """Times requests once the lifespan has made the gateway's metrics."""
-
-    def __init__(self, app: Any, holder: dict) -> None:
-        self.app = app
-        self.holder = holder
-        self._inner: MetricsMiddleware | None = None
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        metrics = self.holder.get("metrics")
-        if metrics is None:
-            await self.app(scope, receive, send)
-            return
-        if self._inner is None or self._inner.metrics is not metrics:
-            self._inner = MetricsMiddleware(self.app, metrics)
-        await self._inner(scope, receive, send)

@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-__all__ = ["Metrics", "MetricsMiddleware"]
+__all__ = ["Metrics"]
 
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
@@ -65,41 +65,21 @@ class Metrics:
         self.streams = Gauge("kcg_open_streams", "Open watch and event streams", ["kind"],
                              registry=self.registry)
         self.registry.register(_CacheCollector(entries))
+        self._latency_children: dict[tuple[str, int], Any] = {}
+
+    def latency_for(self, route: str, status: int) -> Any:
+        """The latency histogram's child for ``route`` and ``status``, made once.
+
+        Looking a child up by its labels costs more than the observation.
+        """
+        key = (route, status)
+        child = self._latency_children.get(key)
+        if child is None:
+            child = self._latency_children[key] = self.latency.labels(route, str(status))
+        return child
 
     def stream_opened(self, kind: str) -> None:
         self.streams.labels(kind).inc()
 
     def stream_closed(self, kind: str) -> None:
         self.streams.labels(kind).dec()
-
-
-def _route(path: str) -> str:
-    if path in ("/healthz", "/readyz", "/livez", "/metrics", "/version", "/api", "/apis"):
-        return path
-    parts = [p for p in path.split("/") if p]
-    if (parts[:1] == ["api"] and len(parts) == 2) or (parts[:1] == ["apis"] and len(parts) <= 3):
-        return "discovery"
-    return "resource"
-
-
-class MetricsMiddleware:
-    """Pure ASGI: times each HTTP request to its response start."""
-
-    def __init__(self, app: Any, metrics: Metrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        observe = self.metrics.latency
-
-        async def timed_send(message: dict) -> None:
-            if message["type"] == "http.response.start":
-                route = scope.get("kcg.route") or _route(scope.get("path", ""))
-                observe.labels(route, str(message["status"])).observe(time.perf_counter() - started)
-            await send(message)
-
-        await self.app(scope, receive, timed_send)

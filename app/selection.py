@@ -54,10 +54,6 @@ class Selection:
             return self._slow.matches(decoded() if decoded is not None else obj.to_dict())
         return True
 
-    def select_sorted(self, indexer: Indexer) -> list[EncodedObject]:
-        """Return the matching cached objects in key order (the API server's list order)."""
-        return self.select(indexer, ordered=True)
-
     def select(self, indexer: Indexer, ordered: bool = False) -> list[EncodedObject]:
         """Return the matching cached objects (in key order if ``ordered``)."""
         namespace = self.namespace

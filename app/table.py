@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from app.envelope import list_metadata
 from app.printers import Column, Row
 
 __all__ = ["Printer", "table_bytes"]
@@ -45,15 +46,8 @@ def table_bytes(objects: Iterable[dict], printer: Printer, *, table_version: str
         if row_object is not None:
             row["object"] = row_object
         rows.append(row)
-    metadata: dict[str, Any] = {}
-    if resource_version:
-        metadata["resourceVersion"] = resource_version
-    if continue_token:
-        metadata["continue"] = continue_token
-    if remaining:
-        metadata["remainingItemCount"] = remaining
     table: dict[str, Any] = {"kind": "Table", "apiVersion": f"meta.k8s.io/{table_version}",
-                             "metadata": metadata}
+                             "metadata": list_metadata(resource_version, continue_token, remaining)}
     if headers:
         table["columnDefinitions"] = columns
     table["rows"] = rows

@@ -26,7 +26,7 @@ from starlette.responses import Response
 from app.authz import Access
 from app.bridge import run_blocking
 from app.cache import ResourceCache
-from app.envelope import ListBody, StoredBody
+from app.envelope import ListBody, StoredBody, list_metadata
 from app.request import (
     Accept,
     Query,
@@ -42,6 +42,7 @@ from app.selection import Selection
 from app.status import StatusError, forbidden, method_not_allowed, not_found, status_response
 from app.table import table_bytes
 from app.watch import watch_response
+from informer_core.fields import FieldSelector, Term
 
 __all__ = ["resource_endpoint"]
 
@@ -117,9 +118,7 @@ def _check_scope(target: ResourcePath, resource: Any) -> None:
                         resource=resource.resource)
 
 
-def _and_name(query: Query, name: str):
-    from informer_core.fields import FieldSelector, Term
-
+def _and_name(query: Query, name: str) -> FieldSelector:
     return FieldSelector(query.fields.terms + (Term("metadata.name", name),))
 
 
@@ -167,7 +166,7 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
     if request.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers={"ETag": etag})
     rv = entry.resource_version()
-    objects = selection.select_sorted(entry.indexer)
+    objects = selection.select(entry.indexer, ordered=True)
     fingerprint = f"{entry.resource.gvr}|{selection.namespace}|{query.label_text}|{query.field_text}"
     if query.continue_key is not None:
         after = decode_continue(query.continue_key, fingerprint)
@@ -183,10 +182,7 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
                            resource_version=rv, continue_token=token, remaining=remaining)
         return await _finish(request, body, etag)
     res = entry.resource
-    meta: dict[str, Any] = {"resourceVersion": rv}
-    if token:
-        meta["continue"] = token
-        meta["remainingItemCount"] = remaining
+    meta = list_metadata(rv, token, remaining)
     head = (b'{"apiVersion":' + orjson.dumps(res.api_version) + b',"kind":'
             + orjson.dumps(res.list_kind) + b',"metadata":' + orjson.dumps(meta) + b',"items":[')
     items = [o.raw for o in objects]

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from fastapi import FastAPI
 
-from app.asgi import GatewayApp, is_resource_path
+from app.asgi import GatewayApp, is_resource_path, route_label
 from app.metrics import Metrics
 
 
@@ -23,6 +23,15 @@ from app.metrics import Metrics
 ])
 def test_resource_paths_are_told_from_discovery_and_operations(path, expected):
     assert is_resource_path(path) is expected
+
+
+@pytest.mark.parametrize("path, label", [
+    ("/api/v1/pods", "resource"), ("/apps/v1/deployments", "resource"), ("/healthz", "/healthz"),
+    ("/api", "/api"), ("/api/v1", "discovery"), ("/apis/apps/v1", "discovery"), ("/foo/bar", "other"),
+    ("/", "other"),
+])
+def test_latency_route_labels_are_few_and_never_the_path(path, label):
+    assert route_label(path) == label
 
 
 class _BrokenCache:
