@@ -13,7 +13,7 @@ demo: setup binaries
 	$(VENV)/bin/kube-cache-gateway demo
 
 test: setup binaries
-	$(PY) -m informer_core.testing.binaries --test-tools
+	$(PY) -m control_plane.binaries --test-tools
 	$(PY) -m pytest
 
 setup: $(STAMP)
@@ -27,12 +27,12 @@ $(STAMP): pyproject.toml
 # etcd from Debian, kube-apiserver built once from Debian's source package and
 # cached under ~/.cache/kube-cache-gateway (skip with KCG_ETCD / KCG_KUBE_APISERVER).
 binaries: setup
-	$(PY) -m informer_core.testing.binaries
+	$(PY) -m control_plane.binaries
 
 # Every benchmark, side by side with the API server; writes docs/benchmarks.md (~25 min).
 bench: setup binaries
 	$(PY) -m pip install --quiet -e '.[test,bench]'
-	$(PY) -m informer_core.testing.binaries --test-tools
+	$(PY) -m control_plane.binaries --test-tools
 	$(PY) -m bench --out docs/benchmarks.md --json docs/benchmarks.json
 
 clean:

@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from app.bridge import HubHandler, loop_barrier, run_blocking
 from app.events import EventHub
@@ -222,10 +221,8 @@ class GatewayCache:
         if known is not None:
             return known
         if "." in resource.group:  # maybe a custom resource: use its printer columns
-            from informer_core.discovery import raw_get
-
             status, crd = await run_blocking(
-                raw_get, self.factory.api_client,
+                self.factory.discovery.get,
                 f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
                 f"{resource.resource}.{resource.group}")
             if status == 200 and isinstance(crd, dict):
@@ -274,10 +271,8 @@ class GatewayCache:
         checked_at, ok = self._reachable
         if time.monotonic() - checked_at < max_age:
             return ok
-        from informer_core.discovery import raw_get
-
         try:
-            status, _ = await run_blocking(raw_get, self.factory.api_client, "/version", 2.0)
+            status, _ = await run_blocking(self.factory.discovery.get, "/version", 2.0)
             ok = status == 200
         except ConnectionError:
             ok = False

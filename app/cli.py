@@ -9,7 +9,7 @@ import signal
 import sys
 from typing import Any
 
-from informer_core.errors import ClusterUnavailableError
+from control_plane.errors import ClusterUnavailableError
 
 __all__ = ["main"]
 

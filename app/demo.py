@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from informer_core.testing.kubeapi import KubeAPI, widget_crd
+from control_plane.kubeapi import KubeAPI, widget_crd
 
 __all__ = ["run_demo", "seed_workload"]
 
@@ -164,7 +164,7 @@ class Ticker:
 
 def run_demo(settings: Any) -> int:
     """Start everything, print how to use it, serve until Ctrl-C, stop everything."""
-    from informer_core.testing.cluster import LocalCluster
+    from control_plane.cluster import LocalCluster
     from app.cli import run_server
 
     print("Starting a local kube-apiserver + etcd (the first run builds kube-apiserver from "

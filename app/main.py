@@ -32,7 +32,7 @@ from app.status import StatusError, status_response
 from informer_core.factory import SharedInformerFactory
 from informer_core.pages import metadata_transform
 
-__all__ = ["Gateway", "create_app", "strip_managed_fields"]
+__all__ = ["Gateway", "build_factory", "create_app", "strip_managed_fields"]
 
 log = logging.getLogger(__name__)
 
@@ -81,12 +81,16 @@ class Gateway:
         await self.cache.close()
 
 
-def build_factory(settings: Settings, api_client: Any = None) -> SharedInformerFactory:
-    """A factory configured from settings (managedFields stripped unless kept)."""
+def build_factory(settings: Settings, api_client: Any = None, **seams: Any) -> SharedInformerFactory:
+    """A factory configured from settings (managedFields stripped unless kept).
+
+    ``seams`` are passed on (``lister_watcher_func``, ``discovery``): a gateway
+    over an in-memory cluster is built exactly as one over a real server.
+    """
     return SharedInformerFactory(
         api_client, default_resync=settings.resync_period,
         namespace=settings.namespace or None, page_size=settings.page_size,
-        transform=None if settings.keep_managed_fields else strip_managed_fields)
+        transform=None if settings.keep_managed_fields else strip_managed_fields, **seams)
 
 
 def create_app(settings: Settings | None = None, factory: SharedInformerFactory | None = None,

@@ -158,5 +158,5 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         if path and not os.path.isfile(path):
             raise ValueError(f"--{name.replace('_', '-')}: no such file: {path}")
     if settings.log_level.lower() not in ("debug", "info", "warning", "error"):
-        raise ValueError(f"--log-level must be debug, info, warning or error")
+        raise ValueError("--log-level must be debug, info, warning or error")
     return settings

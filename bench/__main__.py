@@ -21,8 +21,8 @@ from pathlib import Path
 from bench import fanout, queries, sync_pods
 from bench.report import render
 from bench.seed import seed
-from informer_core.testing.cluster import LocalCluster
-from informer_core.testing.kubeapi import KubeAPI
+from control_plane.cluster import LocalCluster
+from control_plane.kubeapi import KubeAPI
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from bench.procs import proc_cpu_seconds, proc_rss_mib, start_gateway
-from informer_core.testing.cluster import LocalCluster
-from informer_core.testing.kubeapi import KubeAPI
+from control_plane.cluster import LocalCluster
+from control_plane.kubeapi import KubeAPI
 
 HERE = Path(__file__).parent / "fanout"
 NS = "bench-fanout"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import httpx
 
-from informer_core.testing.certs import self_signed_cert
-from informer_core.testing.cluster import LocalCluster, free_port
+from control_plane.certs import self_signed_cert
+from control_plane.cluster import LocalCluster, free_port
 
 __all__ = ["Gateway", "proc_cpu_seconds", "proc_rss_mib", "start_gateway"]
 

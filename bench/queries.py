@@ -36,10 +36,10 @@ from pathlib import Path
 import httpx
 
 from bench.procs import proc_cpu_seconds, start_gateway
-from informer_core.testing.certs import self_signed_cert
+from control_plane.certs import self_signed_cert
 from bench.seed import seed
-from informer_core.testing.cluster import LocalCluster, free_port
-from informer_core.testing.kubeapi import KubeAPI
+from control_plane.cluster import LocalCluster, free_port
+from control_plane.kubeapi import KubeAPI
 
 __all__ = ["QUERIES", "Query", "parse_wrk", "run", "table"]
 

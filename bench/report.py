@@ -98,7 +98,7 @@ make bench        # = setup, then: {command}
 ```
 
 on {machine}, {date}, against the project's own kube-apiserver 1.20.2 + etcd 3.4
-on loopback (`informer_core.testing.LocalCluster`), seeded once with {pods:,}
+on loopback (`control_plane.LocalCluster`), seeded once with {pods:,}
 realistic Pods (two containers, env, resources; labels `app` (100 values),
 `tier` (3), `track`; 100 namespaces) and {configmaps:,} ConfigMaps. Every
 comparison is measured in the same run, interleaved. Results vary by up to 2×

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from informer_core.testing.kubeapi import KubeAPI
+from control_plane.kubeapi import KubeAPI
 
 TIERS = ("web", "api", "db")
 

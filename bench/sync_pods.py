@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from bench.seed import seed
-from informer_core.testing.cluster import LocalCluster
-from informer_core.testing.kubeapi import KubeAPI
+from control_plane.cluster import LocalCluster
+from control_plane.kubeapi import KubeAPI
 
 MiB = 1024 * 1024
 

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from informer_core.errors import NotFoundError, UnsupportedResourceError
 from informer_core.listwatch import RawClient
 
-__all__ = ["APIResource", "Discovery", "GroupVersionResource", "raw_get"]
+__all__ = ["APIResource", "Discovery", "GroupVersionResource"]
 
 log = logging.getLogger(__name__)
 
@@ -78,18 +78,14 @@ class APIResource:
         return {"list", "watch"} <= self.verbs
 
 
-def raw_get(api_client: Any, path: str, timeout: float = 30.0) -> tuple[int, Any]:
-    """GET ``path`` with the client's credentials; return (status, parsed JSON or None)."""
-    return RawClient(api_client).get_json(path, timeout)
-
-
 class Discovery:
     """A cached view of the server's discovery documents; thread-safe.
 
     Args:
         api_client: a ``kubernetes.client.ApiClient``.
         min_refresh_interval: a miss refreshes at most this often (seconds).
-        fetch: ``fetch(path) -> (status, doc)``; defaults to ``raw_get`` on the client.
+        fetch: ``fetch(path, timeout=...) -> (status, doc)``; defaults to a GET with
+            the client's credentials. It is the one way this object reads the server.
     """
 
     def __init__(self, api_client: Any = None, min_refresh_interval: float = 1.0,
@@ -99,8 +95,7 @@ class Discovery:
         if fetch is None:
             if api_client is None:
                 raise ValueError("Discovery needs an api_client or a fetch function")
-            raw = RawClient(api_client)
-            fetch = raw.get_json
+            fetch = RawClient(api_client).get_json
         self._fetch = fetch
         self._min_refresh = min_refresh_interval
         self._clock = clock
@@ -182,6 +177,14 @@ class Discovery:
             self.failed_group_versions = failed
             self._loaded = True
             self._last_refresh = started
+
+    def get(self, path: str, timeout: float = 30.0) -> tuple[int, Any]:
+        """GET any document with discovery's transport (e.g. a CRD, ``/version``).
+
+        Raises:
+            ConnectionError: the server could not be reached.
+        """
+        return self._fetch(path, timeout)
 
     def _ensure_loaded(self) -> None:
         if not self._loaded:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 __all__ = [
     "APIStatusError",
-    "ClusterUnavailableError",
     "FIFOClosedError",
     "InformerError",
     "NotFoundError",
@@ -61,7 +60,3 @@ class WatchAbortedError(InformerError):
 
 class UnsupportedResourceError(InformerError):
     """The resource exists but cannot be listed and watched."""
-
-
-class ClusterUnavailableError(InformerError, RuntimeError):
-    """A local control plane (etcd + kube-apiserver) could not be provided or started."""

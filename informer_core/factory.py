@@ -4,6 +4,12 @@
 unknown or unwatchable resource fails the caller, not a background thread)
 and returns the one ``GenericInformer`` for it, however many threads ask.
 
+Two seams make the factory run over anything, as client-go's factories run
+over a fake clientset: ``lister_watcher_func(resource, namespace)`` builds
+each informer's ``ListerWatcher`` (default: ``ApiListerWatcher`` over the
+``ApiClient``), and ``discovery`` answers what the server serves. Given both,
+no Kubernetes configuration is ever loaded.
+
 A resource can disappear while its informer runs (a deleted CRD). client-go
 retries such an informer for ever; here, when a list answers 404 and discovery
 positively confirms the resource is gone (see ``Discovery.resource_gone``),
@@ -23,10 +29,19 @@ from informer_core.discovery import APIResource, Discovery, GroupVersionResource
 from informer_core.errors import NotFoundError, UnsupportedResourceError
 from informer_core.informer import SharedIndexInformer
 from informer_core.lister import GenericLister
-from informer_core.listwatch import ApiListerWatcher, ListOptions
+from informer_core.listwatch import (
+    ApiListerWatcher,
+    ListerWatcher,
+    ListOptions,
+    ListPage,
+    WatchStream,
+)
 
-__all__ = ["GenericInformer", "GroupVersionResource", "NotFoundError", "SharedInformerFactory",
-           "UnsupportedResourceError", "default_api_client"]
+__all__ = ["GenericInformer", "GroupVersionResource", "ListerWatcherFunc", "NotFoundError",
+           "SharedInformerFactory", "UnsupportedResourceError", "default_api_client"]
+
+ListerWatcherFunc = Callable[[APIResource, "str | None"], ListerWatcher]
+"""Builds the ``ListerWatcher`` of one resource, in one namespace (``None``: all)."""
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +70,6 @@ class GenericInformer:
         self.stop_event = threading.Event()
         self.thread: threading.Thread | None = None
         self.gone_reason: str = ""
-        self.last_used = time.monotonic()
 
     def informer(self) -> SharedIndexInformer:
         return self._informer
@@ -88,6 +102,9 @@ class SharedInformerFactory:
             its resource no longer exists.
         configure_informer: ``fn(gvr, informer)`` for each new informer, before it runs
             (to add handlers or indexers).
+        lister_watcher_func: ``fn(resource, namespace) -> ListerWatcher`` for each new
+            informer (default: ``ApiListerWatcher`` over ``api_client``);
+            ``tweak_list_options`` is applied to its calls.
     """
 
     def __init__(self, api_client: Any = None, default_resync: float = 0.0,
@@ -98,8 +115,11 @@ class SharedInformerFactory:
                  discovery: Discovery | None = None,
                  on_resource_gone: Callable[[GroupVersionResource, str], None] | None = None,
                  configure_informer: Callable[[GroupVersionResource, SharedIndexInformer], None] | None = None,
+                 lister_watcher_func: ListerWatcherFunc | None = None,
                  ) -> None:
-        self.api_client = api_client if api_client is not None else default_api_client()
+        self._api_client = api_client
+        self._client_lock = threading.Lock()  # guards loading _api_client
+        self._lister_watcher_func = lister_watcher_func
         self.default_resync = default_resync
         self.namespace = namespace or None
         self._tweak = tweak_list_options
@@ -115,6 +135,14 @@ class SharedInformerFactory:
         self._retired: list[GenericInformer] = []
         self._shutting_down = False
 
+    @property
+    def api_client(self) -> Any:
+        """The ``ApiClient``; the default configuration is loaded on first use."""
+        with self._client_lock:
+            if self._api_client is None:
+                self._api_client = default_api_client()
+            return self._api_client
+
     # -- informers ---------------------------------------------------------------
 
     def for_resource(self, gvr: GroupVersionResource | tuple[str, str, str]) -> GenericInformer:
@@ -128,13 +156,11 @@ class SharedInformerFactory:
         with self._lock:
             existing = self._informers.get(gvr)
             if existing is not None and not existing.stopped():
-                existing.last_used = time.monotonic()
                 return existing
         resource = self.discovery.resolve(gvr)  # outside the lock: it may do I/O
         with self._lock:
             existing = self._informers.get(gvr)
             if existing is not None and not existing.stopped():
-                existing.last_used = time.monotonic()
                 return existing
             if existing is not None:
                 self._retired = [g for g in self._retired if g.thread is not None and g.thread.is_alive()]
@@ -145,11 +171,18 @@ class SharedInformerFactory:
             self._configure(gvr, generic.informer())
         return generic
 
+    def _new_lister_watcher(self, resource: APIResource) -> ListerWatcher:
+        namespace = self.namespace if resource.namespaced else None
+        if self._lister_watcher_func is None:
+            return ApiListerWatcher(
+                self.api_client, resource.path, namespaced=resource.namespaced,
+                namespace=namespace, tweak_list_options=self._tweak,
+                api_version=resource.api_version, kind=resource.kind)
+        inner = self._lister_watcher_func(resource, namespace)
+        return inner if self._tweak is None else _TweakedListerWatcher(inner, self._tweak)
+
     def _new_informer(self, resource: APIResource) -> GenericInformer:
-        lister_watcher = ApiListerWatcher(
-            self.api_client, resource.path, namespaced=resource.namespaced,
-            namespace=self.namespace, tweak_list_options=self._tweak,
-            api_version=resource.api_version, kind=resource.kind)
+        lister_watcher = self._new_lister_watcher(resource)
         informer = SharedIndexInformer(lister_watcher, resync_period=self.default_resync,
                                        page_size=self._page_size, name=str(resource.gvr))
         if self._transform is not None:
@@ -282,3 +315,27 @@ class SharedInformerFactory:
                 self._on_resource_gone(gvr, reason)
             except Exception:  # noqa: BLE001
                 log.exception("on_resource_gone callback failed for %s", gvr)
+
+
+class _TweakedListerWatcher:
+    """Applies ``tweak_list_options`` to every call of an injected ``ListerWatcher``."""
+
+    def __init__(self, inner: ListerWatcher, tweak: Callable[[ListOptions], None]) -> None:
+        self._inner = inner
+        self._tweak = tweak
+
+    def _tweaked(self, options: ListOptions) -> ListOptions:
+        options = ListOptions(**vars(options))
+        self._tweak(options)
+        return options
+
+    def list(self, options: ListOptions) -> ListPage:
+        return self._inner.list(self._tweaked(options))
+
+    def watch(self, options: ListOptions) -> WatchStream:
+        return self._inner.watch(self._tweaked(options))
+
+    def abort(self) -> None:
+        abort = getattr(self._inner, "abort", None)
+        if abort is not None:
+            abort()

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-pytest_plugins = ["informer_core.testing.pytest_plugin"]
+pytest_plugins = ["control_plane.pytest_plugin"]
 
 
 @pytest.fixture(autouse=True)

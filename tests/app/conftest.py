@@ -1,10 +1,18 @@
-"""Gateways for the app tests: real uvicorn servers on loopback against the test cluster."""
+"""Gateways for the app tests: real uvicorn servers on loopback, over a real or in-memory cluster.
+
+A module marked ``cluster`` runs against the real kube-apiserver; any other
+module against a ``FakeCluster`` of its own. The fixtures are the same either
+way (``backend``, ``kube``, ``demo``, ``gateway``, ``http``, ``namespace``), so a
+test about the gateway's HTTP semantics reads the same as one about sameness
+with the API server.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -13,10 +21,12 @@ import pytest
 import uvicorn
 
 from app.demo import seed_workload
-from app.main import create_app
+from app.main import build_factory, create_app
 from app.settings import Settings
-from informer_core.testing.cluster import free_port
-from informer_core.testing.kubeapi import KubeAPI
+from control_plane.cluster import free_port
+from control_plane.fake import FakeCluster
+from control_plane.kubeapi import KubeAPI
+from tests.helpers import wait_until
 
 DEMO_NS = "demo-shop"
 
@@ -24,9 +34,9 @@ DEMO_NS = "demo-shop"
 class RunningGateway:
     """A gateway served by uvicorn in a background thread."""
 
-    def __init__(self, settings: Settings, api_client) -> None:
+    def __init__(self, settings: Settings, api_client=None, factory=None) -> None:
         self.settings = settings
-        self.app = create_app(settings, api_client=api_client)
+        self.app = create_app(settings, factory=factory, api_client=api_client)
         config = uvicorn.Config(self.app, host="127.0.0.1", port=settings.port, log_level="warning",
                                 lifespan="on", timeout_graceful_shutdown=5)
         self.server = uvicorn.Server(config)
@@ -46,6 +56,28 @@ class RunningGateway:
     def gateway(self):
         return self.app.state.gateway
 
+    def has_seen(self, obj: dict) -> bool:
+        """Whether the cache of ``obj``'s kind holds it (as written) at its version or later.
+
+        True when no such cache is loaded yet, or loading: its first list will hold it.
+        """
+        meta = obj["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
+        for entry in self.gateway.cache.entries().values():
+            if entry.resource.kind == obj["kind"]:
+                found = entry.indexer.get_encoded_by_key(key)
+                return found is not None and \
+                    int(found.resource_version) >= int(meta["resourceVersion"])
+        return True
+
+    def wait_seen(self, obj: dict, timeout: float = 10.0) -> None:
+        """Wait until the gateway's cache holds ``obj``; writes paced so keep their order on a watch.
+
+        An informer's DeltaFIFO queues by key: changes to several objects that
+        arrive in one burst may be handed on grouped by object, as client-go's are.
+        """
+        wait_until(lambda: self.has_seen(obj), timeout, message=f"the gateway to see {obj['metadata']}")
+
     def stop(self) -> None:
         gateway = getattr(self.app.state, "gateway", None)
         if gateway is not None and gateway.loop is not None:
@@ -56,35 +88,61 @@ class RunningGateway:
 
 
 @contextlib.contextmanager
-def run_gateway(local_cluster, server=None, **overrides) -> Iterator[RunningGateway]:
-    """A gateway on ``server`` (default: the cluster's primary apiserver)."""
+def run_gateway(cluster, server=None, **overrides) -> Iterator[RunningGateway]:
+    """A gateway over ``cluster``: a ``FakeCluster``, or a ``LocalCluster``'s ``server``
+    (default: its primary apiserver)."""
     settings = replace(Settings(port=free_port(), bookmark_interval=1.0, heartbeat_interval=1.0,
                                 sync_timeout=20.0), **overrides)
-    client = local_cluster.api_client(server=server)
-    running = RunningGateway(settings, client).start()
+    if isinstance(cluster, FakeCluster):
+        factory = build_factory(settings, lister_watcher_func=cluster.lister_watcher,
+                                discovery=cluster.discovery())
+        running = RunningGateway(settings, factory=factory).start()
+        client = None
+    else:
+        client = cluster.api_client(server=server)
+        running = RunningGateway(settings, api_client=client).start()
     try:
         yield running
     finally:
         running.stop()
-        client.close()
+        if client is not None:
+            client.close()
 
 
-@pytest.fixture(scope="session")
-def kube(local_cluster) -> KubeAPI:
-    return KubeAPI.for_cluster(local_cluster)
+@pytest.fixture(scope="module")
+def backend(request):
+    """The module's API server: the real one for a module marked ``cluster``, else a fresh fake."""
+    if request.node.get_closest_marker("cluster") is not None:
+        return request.getfixturevalue("local_cluster")
+    return FakeCluster()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
+def kube(backend):
+    """Writes and reads straight to the module's API server (as admin)."""
+    return backend if isinstance(backend, FakeCluster) else KubeAPI.for_cluster(backend)
+
+
+@pytest.fixture(scope="module")
 def demo(kube) -> str:
     seed_workload(kube, DEMO_NS)
     return DEMO_NS
 
 
+@pytest.fixture
+def namespace(kube) -> Iterator[str]:
+    """A fresh namespace for one test on the module's API server."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    kube.ensure_namespace(name)
+    yield name
+    kube.delete(f"/api/v1/namespaces/{name}")
+
+
 @pytest.fixture(scope="module")
-def gateway(local_cluster, demo) -> Iterator[RunningGateway]:
+def gateway(backend, demo) -> Iterator[RunningGateway]:
     """A gateway shared by one module's tests (exempt from the per-test thread check;
     it is stopped, and its threads gone, before the next module runs)."""
-    with run_gateway(local_cluster) as running:
+    with run_gateway(backend) as running:
         yield running
 
 

@@ -13,11 +13,9 @@ import time
 import orjson
 import pytest
 
-from informer_core.testing.cluster import free_port
-from informer_core.testing.pytest_plugin import unavailable
+from control_plane.cluster import free_port
+from control_plane.pytest_plugin import unavailable
 from tests.app.conftest import run_gateway
-
-pytestmark = pytest.mark.cluster
 
 PAGE = """<!doctype html><html><body><script>
 let seq = 0;  // reports travel as separate POSTs and may arrive out of order
@@ -107,13 +105,13 @@ def chromium() -> str:
 
 
 @pytest.mark.timeout(120)
-def test_browser_eventsource_receives_state_live_events_and_resumes_without_loss(local_cluster, kube, namespace):
+def test_browser_eventsource_receives_state_live_events_and_resumes_without_loss(backend, kube, namespace):
     browser = chromium()
     base = f"/api/v1/namespaces/{namespace}/configmaps"
     kube.create(base, {"metadata": {"name": "first"}})
     profile = tempfile.mkdtemp(prefix="kcg-chromium-")
     with PageServer() as page:
-        with run_gateway(local_cluster, cors_origins=(page.origin,), sse_retry_ms=300) as gw:
+        with run_gateway(backend, cors_origins=(page.origin,), sse_retry_ms=300) as gw:
             page.serve_stream_page(f"{gw.url}/core/v1/namespaces/{namespace}/configmaps")
             proc = subprocess.Popen(
                 [browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",

@@ -11,7 +11,7 @@ import sys
 import httpx
 import pytest
 
-from informer_core.testing.cluster import free_port
+from control_plane.cluster import free_port
 
 pytestmark = pytest.mark.cluster
 

@@ -1,8 +1,8 @@
-"""Watch protocol and Server-Sent Events against the real API server."""
+"""Watch protocol and Server-Sent Events: framing, resume, selection, limits, slow subscribers
+(over an in-memory cluster; across a real API server's restart: ``_live``)."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import httpx
@@ -10,77 +10,7 @@ import orjson
 import pytest
 
 from tests.app.conftest import run_gateway
-
-pytestmark = pytest.mark.cluster
-
-
-class LineReader:
-    """Reads a streaming response's lines on a thread; wait for what you expect."""
-
-    def __init__(self, url: str, headers: dict | None = None) -> None:
-        self.lines: list[str] = []
-        self.status = None
-        self.headers = None
-        self._done = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(url, headers or {}))
-        self._thread.start()
-
-    def _run(self, url: str, headers: dict) -> None:
-        try:
-            with httpx.stream("GET", url, headers=headers, timeout=30) as response:
-                self.status, self.headers = response.status_code, response.headers
-                for line in response.iter_lines():
-                    self.lines.append(line)
-                    if self._stop.is_set():
-                        break
-        except httpx.HTTPError:
-            pass
-        finally:
-            self._done.set()
-
-    def wait_for(self, predicate, timeout: float = 10.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate(self.lines):
-                return
-            if self._done.is_set() and not predicate(self.lines):
-                break
-            time.sleep(0.02)
-        raise AssertionError(f"timed out; lines so far: {self.lines[-10:]}")
-
-    def ended(self, timeout: float = 10.0) -> bool:
-        return self._done.wait(timeout)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(15)
-
-
-def events(lines: list[str]) -> list[tuple[str, str]]:
-    out = []
-    for line in lines:
-        if line.strip():
-            doc = orjson.loads(line)
-            obj = doc["object"]
-            out.append((doc["type"], obj.get("metadata", {}).get("name", obj.get("code", ""))))
-    return out
-
-
-def sse_events(lines: list[str]) -> list[dict]:
-    """Parse SSE lines into events: {id, event, data}."""
-    out, current = [], {}
-    for line in lines:
-        if line == "":
-            if current:
-                out.append(current)
-            current = {}
-        elif line.startswith(":"):
-            continue
-        else:
-            field, _, value = line.partition(": ")
-            current[field] = value
-    return out
+from tests.app.readers import LineReader, _changes, events, sse_events
 
 
 @pytest.fixture
@@ -89,13 +19,12 @@ def cm_base(namespace):
 
 
 def test_watch_without_version_starts_with_the_current_objects(gateway, kube, namespace, cm_base):
-    kube.create(cm_base, {"metadata": {"name": "a"}})
-    time.sleep(0.3)
+    gateway.wait_seen(kube.create(cm_base, {"metadata": {"name": "a"}}))
     reader = LineReader(f"{gateway.url}{cm_base}?watch=true")
     try:
         reader.wait_for(lambda l: ("ADDED", "a") in events(l))
-        kube.create(cm_base, {"metadata": {"name": "b"}})
-        kube.patch(f"{cm_base}/a", {"data": {"x": "1"}})
+        gateway.wait_seen(kube.create(cm_base, {"metadata": {"name": "b"}}))
+        gateway.wait_seen(kube.patch(f"{cm_base}/a", {"data": {"x": "1"}}))
         kube.delete(f"{cm_base}/b")
         reader.wait_for(lambda l: len(events(l)) == 4)
         assert events(reader.lines) == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "a"), ("DELETED", "b")]
@@ -108,9 +37,9 @@ def test_watch_without_version_starts_with_the_current_objects(gateway, kube, na
 def test_watch_resumes_exactly_after_a_resource_version(gateway, kube, namespace, cm_base):
     listed = httpx.get(f"{gateway.url}{cm_base}").json()
     rv = listed["metadata"]["resourceVersion"]
-    kube.create(cm_base, {"metadata": {"name": "one"}})
+    gateway.wait_seen(kube.create(cm_base, {"metadata": {"name": "one"}}))
     two = kube.create(cm_base, {"metadata": {"name": "two"}})
-    time.sleep(0.3)
+    gateway.wait_seen(two)
     reader = LineReader(f"{gateway.url}{cm_base}?watch=true&resourceVersion={rv}")
     try:
         reader.wait_for(lambda l: len(events(l)) == 2)
@@ -175,8 +104,8 @@ def test_no_bookmarks_unless_asked(gateway, cm_base):
     reader.close()
 
 
-def test_a_slow_watcher_is_disconnected_and_others_unaffected(local_cluster, kube, namespace, cm_base):
-    with run_gateway(local_cluster) as gw:
+def test_a_slow_watcher_is_disconnected_and_others_unaffected(backend, kube, namespace, cm_base):
+    with run_gateway(backend) as gw:
         fast = LineReader(f"{gw.url}{cm_base}?watch=true")
         try:
             fast.wait_for(lambda l: True, timeout=2)
@@ -245,8 +174,8 @@ def test_sse_unknown_id_gets_reset_then_fresh_state(gateway, namespace, kube, cm
         reader.close()
 
 
-def test_sse_over_the_stream_limit_is_a_200_with_retry_and_error_429(local_cluster, namespace):
-    with run_gateway(local_cluster, max_streams_per_client=1) as gw:
+def test_sse_over_the_stream_limit_is_a_200_with_retry_and_error_429(backend, namespace):
+    with run_gateway(backend, max_streams_per_client=1) as gw:
         url = f"{gw.url}/core/v1/namespaces/{namespace}/configmaps"
         first = LineReader(url, {"Accept": "text/event-stream"})
         try:
@@ -266,8 +195,8 @@ def test_sse_over_the_stream_limit_is_a_200_with_retry_and_error_429(local_clust
 
 
 @pytest.mark.timeout(120)
-def test_sse_subscriber_that_falls_behind_gets_error_429_and_the_stream_ends(local_cluster, namespace):
-    with run_gateway(local_cluster, subscriber_queue=2) as gw:
+def test_sse_subscriber_that_falls_behind_gets_error_429_and_the_stream_ends(backend, namespace):
+    with run_gateway(backend, subscriber_queue=2) as gw:
         url = f"{gw.url}/core/v1/namespaces/{namespace}/configmaps"
         reader = LineReader(url, {"Accept": "text/event-stream"})
         try:
@@ -301,87 +230,8 @@ def test_subscriber_queue_bound_marks_overflow_instead_of_growing():
     assert len(subscriber._queue) == 3
 
 
-def _changes(lines: list[str]) -> list[tuple[str, str]]:
-    return [(e["event"], orjson.loads(e["data"])["metadata"]["name"])
-            for e in sse_events(lines) if e.get("event") in ("ADDED", "MODIFIED", "DELETED")]
-
-
-@pytest.mark.timeout(180)
-def test_sse_subscribers_see_exactly_the_differences_across_an_apiserver_restart(local_cluster, kube, namespace):
-    from informer_core.testing.kubeapi import widget_crd
-
-    kube.create_crd(widget_crd())
-    server = local_cluster.add_apiserver()
-    cms = f"/api/v1/namespaces/{namespace}/configmaps"
-    pods = f"/api/v1/namespaces/{namespace}/pods"
-    widgets = f"/apis/example.com/v1/namespaces/{namespace}/widgets"
-
-    def pod(name, labels=None):
-        return {"metadata": {"name": name, "labels": labels or {}},
-                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
-
-    def widget(name, size="S"):
-        return {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name},
-                "spec": {"size": size}}
-
-    for name in ("a", "b", "c"):
-        kube.create(cms, {"metadata": {"name": name}})
-    for name in ("p1", "p2"):
-        kube.create(pods, pod(name))
-    for name in ("w1", "w2"):
-        kube.create(widgets, widget(name))
-    try:
-        with run_gateway(local_cluster, server=server) as gw:
-            paths = {"cms": f"/core/v1/namespaces/{namespace}/configmaps",
-                     "pods": f"/core/v1/namespaces/{namespace}/pods",
-                     "widgets": f"/example.com/v1/namespaces/{namespace}/widgets"}
-            readers = {k: LineReader(gw.url + p, {"Accept": "text/event-stream"}) for k, p in paths.items()}
-            try:
-                for reader in readers.values():
-                    reader.wait_for(lambda l: any(e.get("event") == "SYNCED" for e in sse_events(l)))
-                synced_at = {k: len(r.lines) for k, r in readers.items()}
-                kube.create(cms, {"metadata": {"name": "before-gap"}})
-                readers["cms"].wait_for(lambda l: ("ADDED", "before-gap") in _changes(l))
-
-                local_cluster.stop_apiserver(server)
-                kube.delete(f"{cms}/a")
-                kube.patch(f"{cms}/b", {"data": {"changed": "in-gap"}})
-                kube.create(cms, {"metadata": {"name": "e"}})
-                kube.delete(f"{pods}/p1")
-                kube.patch(f"{pods}/p2", {"metadata": {"labels": {"moved": "yes"}}})
-                kube.create(pods, pod("p3"))
-                kube.delete(f"{widgets}/w1")
-                kube.patch(f"{widgets}/w2", {"spec": {"size": "XL"}})
-                kube.create(widgets, widget("w3"))
-                local_cluster.start_apiserver(server)
-
-                expected = {
-                    "cms": [("ADDED", "before-gap"), ("DELETED", "a"), ("MODIFIED", "b"), ("ADDED", "e")],
-                    "pods": [("DELETED", "p1"), ("MODIFIED", "p2"), ("ADDED", "p3")],
-                    "widgets": [("DELETED", "w1"), ("MODIFIED", "w2"), ("ADDED", "w3")],
-                }
-                for key, reader in readers.items():
-                    want = sorted(expected[key])
-                    reader.wait_for(lambda l, k=key, w=want: sorted(
-                        c for c in _changes(l[synced_at[k]:]) if not (c == ("MODIFIED", "p1"))) == w,
-                        timeout=60)
-                # The streams were never reset or broken, and they keep delivering.
-                kube.patch(f"{cms}/e", {"data": {"after": "restart"}})
-                readers["cms"].wait_for(lambda l: ("MODIFIED", "e") in _changes(l))
-                for reader in readers.values():
-                    kinds = [e.get("event") for e in sse_events(reader.lines)]
-                    assert kinds.count("SYNCED") == 1 and "RESET" not in kinds and "ERROR" not in kinds
-                    changes = _changes(reader.lines)
-                    assert len(changes) == len(set(changes)), f"duplicates: {changes}"
-            finally:
-                for reader in readers.values():
-                    reader.close()
-    finally:
-        local_cluster.remove_apiserver(server)
-
-
-def test_sse_id_pushed_out_of_the_ring_gets_reset_and_fresh_state(local_cluster, kube, namespace, cm_base):
-    with run_gateway(local_cluster, event_ring_size=3) as gw:
+def test_sse_id_pushed_out_of_the_ring_gets_reset_and_fresh_state(backend, kube, namespace, cm_base):
+    with run_gateway(backend, event_ring_size=3) as gw:
         url = f"{gw.url}/core/v1/namespaces/{namespace}/configmaps"
         reader = LineReader(url, {"Accept": "text/event-stream"})
         try:
@@ -409,9 +259,9 @@ def test_sse_id_pushed_out_of_the_ring_gets_reset_and_fresh_state(local_cluster,
         watch.close()
 
 
-def test_streams_wait_for_the_sync_share_one_handler_and_send_heartbeats(local_cluster, namespace):
+def test_streams_wait_for_the_sync_share_one_handler_and_send_heartbeats(backend, namespace):
     # A sync_timeout that no first load can meet: lists get 503, streams must wait instead.
-    with run_gateway(local_cluster, sync_timeout=0.001, heartbeat_interval=0.5) as gw:
+    with run_gateway(backend, sync_timeout=0.001, heartbeat_interval=0.5) as gw:
         url = f"{gw.url}/core/v1/namespaces/{namespace}/configmaps"
         readers = [LineReader(url, {"Accept": "text/event-stream"}) for _ in range(3)]
         try:

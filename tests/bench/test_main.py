@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from informer_core.testing.pytest_plugin import unavailable
+from control_plane.pytest_plugin import unavailable
 
 pytestmark = pytest.mark.cluster
 

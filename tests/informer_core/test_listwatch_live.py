@@ -10,7 +10,7 @@ import pytest
 from informer_core.discovery import Discovery, GroupVersionResource
 from informer_core.errors import APIStatusError, NotFoundError, ResourceExpiredError
 from informer_core.listwatch import ApiListerWatcher, ListOptions
-from informer_core.testing.kubeapi import KubeAPI
+from control_plane.kubeapi import KubeAPI
 
 pytestmark = pytest.mark.cluster
 

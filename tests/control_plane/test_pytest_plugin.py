@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from informer_core.testing.pytest_plugin import in_ci, unavailable
+from control_plane.pytest_plugin import in_ci, unavailable
 
 
 @pytest.mark.parametrize("value, expected", [("true", True), ("1", True), ("TRUE", True), ("yes", True),

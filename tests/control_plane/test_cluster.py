@@ -12,7 +12,7 @@ import orjson
 import pytest
 from kubernetes import client
 
-from informer_core.testing.cluster import LocalCluster
+from control_plane.cluster import LocalCluster
 
 pytestmark = pytest.mark.cluster
 
@@ -109,7 +109,7 @@ def test_stop_leaves_no_process_behind(local_cluster):
 
 _HOLDER = """
 import sys, time
-from informer_core.testing.cluster import LocalCluster
+from control_plane.cluster import LocalCluster
 c = LocalCluster().start()
 print(c.primary.process.pid, c._etcd.pid, c.workdir, flush=True)
 time.sleep(600)
@@ -137,7 +137,7 @@ def test_an_interrupted_or_killed_owner_leaves_no_process_behind(local_cluster, 
         assert not alive, f"processes left running after {sig}: {alive}"
         from pathlib import Path
 
-        from informer_core.testing.cluster import _remove_stale_workdirs
+        from control_plane.cluster import _remove_stale_workdirs
 
         _remove_stale_workdirs(Path(workdir).parent)  # what the next start does
         assert not Path(workdir).exists()

@@ -1,6 +1,6 @@
 """pytest fixtures for a real kube-apiserver + etcd.
 
-Load with ``pytest_plugins = ["informer_core.testing.pytest_plugin"]``.
+Load with ``pytest_plugins = ["control_plane.pytest_plugin"]``.
 
 Fixtures:
     local_cluster  (session) the ``LocalCluster``
@@ -23,8 +23,8 @@ from typing import NoReturn
 
 import pytest
 
-from informer_core.errors import ClusterUnavailableError
-from informer_core.testing.cluster import LocalCluster
+from control_plane.cluster import LocalCluster
+from control_plane.errors import ClusterUnavailableError
 
 _skipped_reason: list[str] = []
 

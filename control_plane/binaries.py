@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from informer_core.errors import ClusterUnavailableError
+from control_plane.errors import ClusterUnavailableError
 
 __all__ = ["Binaries", "cache_dir", "ensure_binaries", "ensure_browser", "main"]
 
@@ -237,7 +237,7 @@ def ensure_browser() -> str | None:
 
 
 def main() -> int:
-    """``python -m informer_core.testing.binaries``: make sure the test tools exist.
+    """``python -m control_plane.binaries``: make sure the test tools exist.
 
     etcd and kube-apiserver always; ``--test-tools`` adds Chromium (the
     EventSource test), Go (the fan-out benchmark's receivers) and wrk (the

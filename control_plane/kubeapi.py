@@ -1,5 +1,8 @@
 """A small raw REST client for tests, the demo and benchmarks: JSON in, JSON out.
 
+``RestVerbs`` holds the verbs over one ``request`` method, so the in-memory
+``FakeCluster`` answers the very same calls.
+
 The generated ``kubernetes`` models are slow and awkward for bulk seeding and
 for custom resources; this speaks plain JSON with a bearer token over a pooled,
 verified TLS connection, and is safe to share between threads.
@@ -16,27 +19,13 @@ import urllib3
 
 from informer_core.listwatch import status_error
 
-__all__ = ["KubeAPI", "widget_crd"]
+__all__ = ["KubeAPI", "RestVerbs", "widget_crd"]
 
 _CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
-class KubeAPI:
-    """Issue requests to one API server as one user."""
-
-    def __init__(self, url: str, token: str, ca_file: str | None = None) -> None:
-        self.url = url.rstrip("/")
-        self._headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
-        self._http = urllib3.PoolManager(
-            maxsize=16, cert_reqs="CERT_REQUIRED" if ca_file else "CERT_NONE",
-            ca_certs=ca_file, assert_hostname=False if ca_file else None,
-            timeout=urllib3.Timeout(connect=10, read=120), retries=False)
-
-    @classmethod
-    def for_cluster(cls, cluster: Any, user: Any = None, server: Any = None) -> KubeAPI:
-        """Return a client for a ``LocalCluster`` (admin on its primary apiserver by default)."""
-        server = server or cluster.primary
-        return cls(server.url, (user or cluster.admin).token, str(server.ca_file))
+class RestVerbs:
+    """The verbs tests and the demo use, over one ``request`` method (real or in memory)."""
 
     def request(self, method: str, path: str, body: Any = None,
                 content_type: str = "application/json", ok_missing: bool = False) -> Any:
@@ -45,21 +34,7 @@ class KubeAPI:
         Raises:
             APIStatusError: an error answer (``NotFoundError`` unless ``ok_missing``).
         """
-        headers = dict(self._headers)
-        data = None
-        if body is not None:
-            data = orjson.dumps(body)
-            headers["Content-Type"] = content_type
-        response = self._http.request(method, self.url + path, body=data, headers=headers)
-        try:
-            parsed = orjson.loads(response.data) if response.data else None
-        except orjson.JSONDecodeError:  # e.g. "404 page not found" for an unknown group
-            parsed = {"message": response.data[:200].decode(errors="replace")}
-        if response.status >= 400:
-            if ok_missing and response.status == 404:
-                return None
-            raise status_error(response.status, parsed, f"{method} {path}: HTTP {response.status}")
-        return parsed
+        raise NotImplementedError
 
     def get(self, path: str, **kw: Any) -> Any:
         return self.request("GET", path, **kw)
@@ -115,6 +90,42 @@ class KubeAPI:
                 return
             time.sleep(0.1)
         raise TimeoutError(f"CRD {name} still present after {timeout} s")
+
+
+class KubeAPI(RestVerbs):
+    """Issue requests to one API server as one user."""
+
+    def __init__(self, url: str, token: str, ca_file: str | None = None) -> None:
+        self.url = url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        self._http = urllib3.PoolManager(
+            maxsize=16, cert_reqs="CERT_REQUIRED" if ca_file else "CERT_NONE",
+            ca_certs=ca_file, assert_hostname=False if ca_file else None,
+            timeout=urllib3.Timeout(connect=10, read=120), retries=False)
+
+    @classmethod
+    def for_cluster(cls, cluster: Any, user: Any = None, server: Any = None) -> KubeAPI:
+        """Return a client for a ``LocalCluster`` (admin on its primary apiserver by default)."""
+        server = server or cluster.primary
+        return cls(server.url, (user or cluster.admin).token, str(server.ca_file))
+
+    def request(self, method: str, path: str, body: Any = None,
+                content_type: str = "application/json", ok_missing: bool = False) -> Any:
+        headers = dict(self._headers)
+        data = None
+        if body is not None:
+            data = orjson.dumps(body)
+            headers["Content-Type"] = content_type
+        response = self._http.request(method, self.url + path, body=data, headers=headers)
+        try:
+            parsed = orjson.loads(response.data) if response.data else None
+        except orjson.JSONDecodeError:  # e.g. "404 page not found" for an unknown group
+            parsed = {"message": response.data[:200].decode(errors="replace")}
+        if response.status >= 400:
+            if ok_missing and response.status == 404:
+                return None
+            raise status_error(response.status, parsed, f"{method} {path}: HTTP {response.status}")
+        return parsed
 
 
 def widget_crd(group: str = "example.com", plural: str = "widgets", kind: str = "Widget") -> dict:

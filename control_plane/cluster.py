@@ -34,8 +34,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from informer_core.errors import ClusterUnavailableError
-from informer_core.testing.binaries import Binaries, ensure_binaries
+from control_plane.binaries import Binaries, ensure_binaries
+from control_plane.errors import ClusterUnavailableError
 
 __all__ = ["APIServer", "LocalCluster", "User", "free_port"]
 

@@ -1,0 +1,20 @@
+"""The local control plane: a real etcd + kube-apiserver on loopback.
+
+It is the product's embedded default (``kube-cache-gateway demo`` serves a demo
+workload from it, with no cluster of the user's own) and the test suite's real
+API server. The informer library never imports it; the gateway imports it only
+for ``demo``.
+
+- ``cluster``: ``LocalCluster`` starts, stops, restarts and compacts it;
+- ``binaries``: finds etcd and kube-apiserver, or installs/builds them once
+  (``python -m control_plane.binaries``);
+- ``kubeapi``: ``KubeAPI``, a small JSON REST client for seeding and checking;
+- ``pytest_plugin``: the ``local_cluster`` fixtures and ``unavailable()``.
+"""
+
+from control_plane.cluster import APIServer, LocalCluster, User, free_port
+from control_plane.errors import ClusterUnavailableError
+from control_plane.kubeapi import KubeAPI, widget_crd
+
+__all__ = ["APIServer", "ClusterUnavailableError", "KubeAPI", "LocalCluster", "User", "free_port",
+           "widget_crd"]
