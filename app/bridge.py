@@ -1,13 +1,16 @@
 """The one place where informer threads and the asyncio event loop meet.
 
-informer_core runs on threads; the HTTP layer on one event loop. Two kinds of
-crossing exist and both live here:
+informer_core runs on threads; the HTTP layer on one event loop. Every
+crossing lives here, and nowhere else:
 
-- thread -> loop: ``HubHandler``, the informer handler of a resource's
-  ``EventHub``, hands each notification to the loop with
-  ``call_soon_threadsafe`` — once per event, whatever the number of subscribers;
-- loop -> thread: ``run_blocking`` for calls that may block (discovery, waiting
-  for a sync, shutdown), so the loop never stalls.
+- thread -> loop: ``call_on_loop`` hands a call to the loop (dropped once the
+  loop is closed: the gateway is stopping). ``HubHandler``, the informer
+  handler of a resource's ``EventHub``, uses it once per event, whatever the
+  number of subscribers, and once more when the initial list is in
+  (``on_synced``): in order with the events, so a load waits on a signal,
+  never by polling, and finds every initial object already in the hub;
+- loop -> thread: ``run_blocking`` for calls that may block (discovery,
+  shutdown), so the loop never stalls.
 
 Lister reads (a lock held for microseconds, no I/O) are made on the loop directly.
 """
@@ -21,10 +24,10 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
-from informer_core.delta_fifo import DeletedFinalStateUnknown
 from informer_core.encoded import EncodedObject
+from informer_core.tombstone import DeletedFinalStateUnknown
 
-__all__ = ["HubHandler", "loop_barrier", "run_blocking"]
+__all__ = ["HubHandler", "call_on_loop", "run_blocking"]
 
 T = TypeVar("T")
 
@@ -34,37 +37,42 @@ async def run_blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
 
-async def loop_barrier(loop: asyncio.AbstractEventLoop) -> None:
-    """Return once every callback already handed to ``loop`` from other threads has run."""
-    done = loop.create_future()
-    loop.call_soon_threadsafe(done.set_result, None)
-    await done
+def call_on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> bool:
+    """From any thread: run ``fn(*args)`` on ``loop`` soon, after what was handed over before.
+
+    Returns False (and drops the call) when the loop is already closed.
+    """
+    try:
+        loop.call_soon_threadsafe(fn, *args)
+    except RuntimeError:
+        return False
+    return True
 
 
 class HubHandler:
     """The informer handler of one ``EventHub``: runs on the informer's listener thread.
 
     It receives the stored (encoded) objects — nothing is decoded on the way —
-    and schedules the hub's ``apply`` on the loop. Calls keep their order.
+    and schedules the hub's ``apply`` on the loop; ``on_synced`` follows the
+    initial list's last object. Calls keep their order.
     """
 
     accepts_encoded = True
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, apply: Callable[..., None]) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, apply: Callable[..., None],
+                 synced: Callable[[], None]) -> None:
         self._loop = loop
         self._apply = apply
-
-    def _send(self, *args: Any) -> None:
-        try:
-            self._loop.call_soon_threadsafe(self._apply, *args)
-        except RuntimeError:
-            pass  # the loop is closed: the gateway is shutting down
+        self._synced = synced
 
     def on_add(self, obj: EncodedObject, is_in_initial_list: bool) -> None:
-        self._send("add", obj, None)
+        call_on_loop(self._loop, self._apply, "add", obj, None)
 
     def on_update(self, old: EncodedObject, new: EncodedObject) -> None:
-        self._send("update", new, old)
+        call_on_loop(self._loop, self._apply, "update", new, old)
 
     def on_delete(self, obj: EncodedObject | DeletedFinalStateUnknown) -> None:
-        self._send("delete", obj, None)
+        call_on_loop(self._loop, self._apply, "delete", obj, None)
+
+    def on_synced(self) -> None:
+        call_on_loop(self._loop, self._synced)

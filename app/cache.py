@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from app.bridge import HubHandler, loop_barrier, run_blocking
+from app.bridge import HubHandler, call_on_loop, run_blocking
 from app.events import EventHub
 from app.printers import DEFAULT_PRINTER, PRINTERS, crd_columns
 from app.request import ResourcePath
@@ -67,6 +67,7 @@ class GatewayCache:
         self.factory = factory
         self._entries: dict[GroupVersionResource, ResourceCache] = {}
         self._pending: dict[GroupVersionResource, asyncio.Task] = {}
+        self._syncing: dict[GroupVersionResource, asyncio.Future] = {}  # loads awaiting the sync
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reaper: asyncio.Task | None = None
@@ -198,17 +199,16 @@ class GatewayCache:
             old.hub.close_all()
         generic = await run_blocking(self.factory.for_resource, resource.gvr)
         hub = EventHub(self.settings.event_ring_size)
-        registration = await run_blocking(
-            generic.informer().add_event_handler, HubHandler(loop, hub.apply))
-        printer = await self._printer(resource)
-        self.factory.start(self._stop)
-        informer = generic.informer()
-        while not (informer.has_synced() and registration.has_synced()):
-            if generic.stopped():
-                raise not_found(f"the resource {resource.gvr} went away while its cache loaded",
-                                resource=resource.resource, group=resource.group)
-            await asyncio.sleep(0.01)
-        await loop_barrier(loop)  # every initial object has reached the hub's view
+        synced = self._syncing[resource.gvr] = loop.create_future()
+        try:
+            registration = await run_blocking(
+                generic.informer().add_event_handler,
+                HubHandler(loop, hub.apply, lambda: synced.done() or synced.set_result(None)))
+            printer = await self._printer(resource)
+            self.factory.start(self._stop)
+            await synced  # signalled after the initial list's last object reached the hub
+        finally:
+            self._syncing.pop(resource.gvr, None)
         hub.mark_ready()
         entry = ResourceCache(resource, generic, hub, registration, printer)
         self._entries[resource.gvr] = entry
@@ -234,17 +234,18 @@ class GatewayCache:
     # -- unloading ------------------------------------------------------------------
 
     def _gone_from_thread(self, gvr: GroupVersionResource, reason: str) -> None:
-        loop = self._loop
-        if loop is not None:
-            try:
-                loop.call_soon_threadsafe(self._drop, gvr)
-            except RuntimeError:
-                pass
+        if self._loop is not None:
+            call_on_loop(self._loop, self._drop, gvr)
 
     def _drop(self, gvr: GroupVersionResource) -> None:
         entry = self._entries.pop(gvr, None)
         if entry is not None:
             entry.hub.close_all()
+        loading = self._syncing.get(gvr)
+        if loading is not None and not loading.done():
+            loading.set_exception(not_found(
+                f"the resource {gvr} went away while its cache loaded",
+                resource=gvr.resource, group=gvr.group))
 
     async def _reap_idle(self) -> None:
         interval = max(1.0, min(30.0, self.settings.idle_unload / 4))

@@ -9,6 +9,7 @@ import signal
 import sys
 from typing import Any
 
+from app.bridge import call_on_loop
 from control_plane.errors import ClusterUnavailableError
 
 __all__ = ["main"]
@@ -65,7 +66,7 @@ def run_server(settings: Any, api_client: Any, on_ready: Any = None) -> int:
             gateway = getattr(app.state, "gateway", None)
             loop = getattr(self, "_kcg_loop", None)
             if gateway is not None and loop is not None:
-                loop.call_soon_threadsafe(gateway.begin_shutdown)
+                call_on_loop(loop, gateway.begin_shutdown)
             super().handle_exit(sig, frame)
 
         async def startup(self, sockets: Any = None) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from app.selection import Selection
-from informer_core.delta_fifo import DeletedFinalStateUnknown
+from informer_core.tombstone import DeletedFinalStateUnknown
 from informer_core.encoded import EncodedObject
 
 __all__ = ["Event", "EventHub", "Subscriber", "parse_rv"]

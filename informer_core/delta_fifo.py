@@ -27,6 +27,7 @@ from typing import Any, NamedTuple, Protocol
 
 from informer_core.errors import FIFOClosedError
 from informer_core.store import KeyFunc, meta_namespace_key
+from informer_core.tombstone import DeletedFinalStateUnknown
 
 __all__ = [
     "Delta",
@@ -53,13 +54,6 @@ class Delta(NamedTuple):
 
     type: DeltaType
     object: Any
-
-
-class DeletedFinalStateUnknown(NamedTuple):
-    """An object deleted while unobserved; ``obj`` is its last known state (may be stale)."""
-
-    key: str
-    obj: Any
 
 
 class KeyListerGetter(Protocol):

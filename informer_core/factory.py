@@ -99,7 +99,7 @@ class SharedInformerFactory:
         transform: applied to every object before it is cached or delivered.
         discovery: a ``Discovery`` to share (one is made otherwise).
         on_resource_gone: ``fn(gvr, reason)`` when an informer is stopped because
-            its resource no longer exists.
+            its resource no longer exists (or the informer itself failed).
         configure_informer: ``fn(gvr, informer)`` for each new informer, before it runs
             (to add handlers or indexers).
         lister_watcher_func: ``fn(resource, namespace) -> ListerWatcher`` for each new
@@ -232,9 +232,9 @@ class SharedInformerFactory:
     def _run_informer(self, generic: GenericInformer) -> None:
         try:
             generic.informer().run(generic.stop_event)
-        except Exception:  # noqa: BLE001 - a broken informer must not go unnoticed
+        except Exception as exc:  # noqa: BLE001 - a broken informer must not go unnoticed
             log.exception("informer %s failed", generic.gvr)
-            generic.stop_event.set()
+            self._retire(generic, f"the informer of {generic.gvr} failed: {exc}")
 
     def _relay_stop(self, stop: threading.Event) -> None:
         while not stop.wait(0.2):
@@ -308,13 +308,17 @@ class SharedInformerFactory:
             return
         reason = f"resource {gvr} no longer exists on the server"
         log.warning("%s: stopping its informer", reason)
+        self._retire(generic, reason)
+
+    def _retire(self, generic: GenericInformer, reason: str) -> None:
+        """Stop an informer that cannot go on; the next ``for_resource`` makes a fresh one."""
         generic.gone_reason = reason
         generic.stop_event.set()
         if self._on_resource_gone is not None:
             try:
-                self._on_resource_gone(gvr, reason)
+                self._on_resource_gone(generic.gvr, reason)
             except Exception:  # noqa: BLE001
-                log.exception("on_resource_gone callback failed for %s", gvr)
+                log.exception("on_resource_gone callback failed for %s", generic.gvr)
 
 
 class _TweakedListerWatcher:

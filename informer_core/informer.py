@@ -57,10 +57,16 @@ log = logging.getLogger(__name__)
 
 MINIMUM_RESYNC_PERIOD = 1.0
 _POP_TIMEOUT = 0.25
+_POP_TIMEOUT_BEFORE_SYNC = 0.01  # an empty initial list queues nothing to pop: look again soon
 
 
 class ResourceEventHandler(Protocol):
-    """Receives notifications; called on the listener's own thread, one at a time."""
+    """Receives notifications; called on the listener's own thread, one at a time.
+
+    A handler may also define ``on_synced()``: called once, in order with the
+    other calls, right after the last ``on_add`` of the initial list (so a
+    handler that forwards its calls elsewhere can signal the sync, nobody polls).
+    """
 
     def on_add(self, obj: Any, is_in_initial_list: bool) -> None: ...
 
@@ -108,7 +114,7 @@ class _Notification:
     __slots__ = ("kind", "old", "new", "initial", "_decoded")
 
     def __init__(self, kind: str, new: Any, old: Any = None, initial: bool = False) -> None:
-        self.kind = kind  # "add", "update" or "delete"
+        self.kind = kind  # "add", "update", "delete" or "synced"
         self.new = new
         self.old = old
         self.initial = initial
@@ -121,6 +127,11 @@ class _Notification:
         return decoded
 
     def deliver(self, handler: Any) -> None:
+        if self.kind == "synced":
+            on_synced = getattr(handler, "on_synced", None)
+            if on_synced is not None:
+                on_synced()
+            return
         if getattr(handler, "accepts_encoded", False):
             new, old = self.new, self.old
         else:
@@ -410,6 +421,7 @@ class SharedIndexInformer:
         self._watch_error_handler: Callable[[BaseException], None] | None = None
         self._lock = threading.Lock()  # guards _started, _stopped, _fifo, _reflector
         self._block_deltas = threading.RLock()  # held while deltas are handled
+        self._sync_announced = False  # guarded by _block_deltas
         self._started = False
         self._stopped = False
         self._fifo: DeltaFIFO | None = None
@@ -482,6 +494,8 @@ class SharedIndexInformer:
             if started:
                 for obj in self._indexer.list_encoded():
                     listener.add(_Notification("add", obj, initial=True))
+            if self._sync_announced:
+                listener.add(_Notification("synced", None))
         return registration
 
     def remove_event_handler(self, registration: HandlerRegistration) -> None:
@@ -516,8 +530,10 @@ class SharedIndexInformer:
         reflector_thread.start()
         try:
             while not stop.is_set():
+                self._announce_sync_once()
                 try:
-                    fifo.pop(self.handle_deltas, timeout=_POP_TIMEOUT)
+                    fifo.pop(self.handle_deltas,
+                             timeout=_POP_TIMEOUT if self._sync_announced else _POP_TIMEOUT_BEFORE_SYNC)
                 except TimeoutError:
                     continue
                 except FIFOClosedError:
@@ -554,6 +570,14 @@ class SharedIndexInformer:
                     indexer.add(obj)
                     self._processor.distribute(
                         _Notification("add", obj, initial=is_in_initial_list), sync=False)
+
+    def _announce_sync_once(self) -> None:
+        """Tell every listener, in order with its notifications, that the initial list is in."""
+        if self._sync_announced or not self.has_synced():
+            return
+        with self._block_deltas:
+            self._sync_announced = True
+            self._processor.distribute(_Notification("synced", None), sync=False)
 
     def _on_watch_error(self, exc: BaseException) -> None:
         handler = self._watch_error_handler

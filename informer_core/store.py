@@ -15,6 +15,7 @@ from typing import Any
 
 from informer_core.encoded import EncodedObject, encode
 from informer_core.thread_safe_store import IndexFunc, ThreadSafeStore, accepts_encoded
+from informer_core.tombstone import DeletedFinalStateUnknown
 
 __all__ = [
     "Indexer",
@@ -71,8 +72,6 @@ def split_meta_namespace_key(key: str) -> tuple[str, str]:
 
 def deletion_handling_meta_namespace_key(obj: Any) -> str:
     """Like ``meta_namespace_key``, but also accept a ``DeletedFinalStateUnknown``."""
-    from informer_core.delta_fifo import DeletedFinalStateUnknown
-
     if isinstance(obj, DeletedFinalStateUnknown):
         return obj.key
     return meta_namespace_key(obj)
@@ -133,8 +132,6 @@ class Indexer:
 
     def delete(self, obj: Any) -> None:
         """Remove the object with ``obj``'s key; a missing key is not an error."""
-        from informer_core.delta_fifo import DeletedFinalStateUnknown
-
         if isinstance(obj, DeletedFinalStateUnknown):
             self._store.delete(obj.key)
         else:

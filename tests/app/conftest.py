@@ -20,6 +20,7 @@ import httpx
 import pytest
 import uvicorn
 
+from app.bridge import call_on_loop
 from app.demo import seed_workload
 from app.main import build_factory, create_app
 from app.settings import Settings
@@ -82,7 +83,7 @@ class RunningGateway:
         gateway = getattr(self.app.state, "gateway", None)
         if gateway is not None and gateway.loop is not None:
             # As the CLI does on SIGTERM: end open streams so shutdown does not wait on them.
-            gateway.loop.call_soon_threadsafe(gateway.begin_shutdown)
+            call_on_loop(gateway.loop, gateway.begin_shutdown)
         self.server.should_exit = True
         self.thread.join(30)
 

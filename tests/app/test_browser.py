@@ -13,6 +13,7 @@ import time
 import orjson
 import pytest
 
+from app.bridge import call_on_loop
 from control_plane.cluster import free_port
 from control_plane.pytest_plugin import unavailable
 from tests.app.conftest import run_gateway
@@ -133,7 +134,7 @@ def test_browser_eventsource_receives_state_live_events_and_resumes_without_loss
                     subscriber.overflowed = True
                     subscriber._wakeup.set()
 
-                gw.gateway.loop.call_soon_threadsafe(overflow)
+                call_on_loop(gw.gateway.loop, overflow)
                 page.wait(lambda: "ERROR" in page.kinds())
                 kube.patch(f"{base}/first", {"data": {"k": "v"}})
                 kube.create(base, {"metadata": {"name": "while-away"}})

@@ -14,7 +14,6 @@ import pytest
 
 from control_plane.certs import self_signed_cert
 from control_plane.cluster import free_port
-from tests.app.conftest import run_gateway
 
 pytestmark = pytest.mark.cluster
 

@@ -9,6 +9,7 @@ import httpx
 import orjson
 import pytest
 
+from app.bridge import call_on_loop
 from tests.app.conftest import run_gateway
 from tests.app.readers import LineReader, _changes, events, sse_events
 
@@ -119,7 +120,7 @@ def test_a_slow_watcher_is_disconnected_and_others_unaffected(backend, kube, nam
             from app.selection import Selection
 
             stuck = Subscriber(Selection(namespace), 5)
-            gw.gateway.loop.call_soon_threadsafe(entry.hub.subscribe, stuck)
+            call_on_loop(gw.gateway.loop, entry.hub.subscribe, stuck)
             kube.create_many(cm_base, [{"metadata": {"name": f"s{i}"}} for i in range(12)])
             fast.wait_for(lambda l: len(events(l)) >= 12)
             assert stuck.overflowed and len(stuck._queue) == 5
@@ -208,7 +209,7 @@ def test_sse_subscriber_that_falls_behind_gets_error_429_and_the_stream_ends(bac
                 subscriber.overflowed = True
                 subscriber._wakeup.set()
 
-            gw.gateway.loop.call_soon_threadsafe(overflow)
+            call_on_loop(gw.gateway.loop, overflow)
             assert reader.ended(timeout=10)
             error = [e for e in sse_events(reader.lines) if e.get("event") == "ERROR"]
             assert len(error) == 1 and orjson.loads(error[0]["data"])["code"] == 429
