@@ -21,22 +21,19 @@ import logging
 import time
 from typing import Any
 
-import orjson
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 
 from app.routers.resources import resource_endpoint
+from app.status import StatusError, status_bytes, status_response
 
 __all__ = ["GatewayApp", "cors_options", "is_resource_path", "route_label"]
 
 log = logging.getLogger(__name__)
 
-_INTERNAL = orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                          "message": "internal error", "reason": "InternalError", "code": 500})
-_NOT_READY = orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                           "message": "the gateway is starting", "reason": "ServiceUnavailable",
-                           "code": 503})
+_INTERNAL = status_bytes(500, "internal error", "InternalError")
+_NOT_READY = status_bytes(503, "the gateway is starting", "ServiceUnavailable")
 
 
 def is_resource_path(path: str) -> bool:
@@ -109,7 +106,10 @@ class GatewayApp:
             await send(message)
 
         try:
-            response = await resource_endpoint(Request(scope, receive))
+            try:
+                response = await resource_endpoint(Request(scope, receive))
+            except StatusError as error:
+                response = status_response(error)
             await response(scope, receive, watched_send)
         except Exception:
             log.exception("unexpected error answering %s %s", scope.get("method"), scope.get("path"))

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
-import signal
 import sys
 from typing import Any
 
-from app.bridge import call_on_loop
 from control_plane.errors import ClusterUnavailableError
 
 __all__ = ["main"]
@@ -53,51 +50,6 @@ def api_client_for(kubeconfig: str, context: str) -> Any:
     return client.ApiClient(configuration)
 
 
-def run_server(settings: Any, api_client: Any, on_ready: Any = None) -> int:
-    """Serve until SIGINT/SIGTERM; end open streams first, then stop the informers."""
-    import uvicorn
-
-    from app.main import create_app
-
-    app = create_app(settings, api_client=api_client)
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            gateway = getattr(app.state, "gateway", None)
-            loop = getattr(self, "_kcg_loop", None)
-            if gateway is not None and loop is not None:
-                call_on_loop(loop, gateway.begin_shutdown)
-            super().handle_exit(sig, frame)
-
-        async def startup(self, sockets: Any = None) -> None:
-            self._kcg_loop = asyncio.get_running_loop()
-            await super().startup(sockets)
-            if on_ready is not None and self.started:
-                on_ready()
-
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, workers=1,
-                            log_level=settings.log_level.lower(), access_log=False,
-                            timeout_graceful_shutdown=10, lifespan="on",
-                            ssl_certfile=settings.tls_cert_file or None,
-                            ssl_keyfile=settings.tls_private_key_file or None)
-    server = Server(config)
-    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again
-    # with the previous handlers back: make that an orderly exit, so callers'
-    # cleanup (the demo's local API server) still runs.
-    previous = signal.signal(signal.SIGTERM, _exit_on_signal)
-    try:
-        server.run()
-    except (KeyboardInterrupt, SystemExit):
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    return 0 if server.started else 1
-
-
-def _exit_on_signal(signum: int, frame: Any) -> None:
-    raise SystemExit(0)
-
-
 def _serve(args: argparse.Namespace, settings: Any) -> int:
     _configure_logging(settings.log_level, settings.log_json)
     try:
@@ -107,6 +59,8 @@ def _serve(args: argparse.Namespace, settings: Any) -> int:
               "Give --kubeconfig (or KCG_KUBECONFIG / KUBECONFIG), or run in a pod.",
               file=sys.stderr)
         return 2
+    from app.server import run_server
+
     return run_server(settings, api_client)
 
 

@@ -61,11 +61,6 @@ class Gateway:
         self.closing = asyncio.Event()
         self.loop: asyncio.AbstractEventLoop | None = None
 
-    async def serve_sse(self, request: Any, resource: Any, selection: Any, query: Any) -> Any:
-        from app.sse import sse_response
-
-        return await sse_response(self, request, resource, selection, query)
-
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         await self.cache.start(permits=self.policy.permits)
@@ -121,8 +116,13 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
     app.include_router(discovery.router)
     # Resource paths are answered before FastAPI (app.asgi); this catches the rest.
     app.router.routes.append(Route("/{path:path}", resource_endpoint, methods=_ALL_METHODS))
+    app.add_exception_handler(StatusError, _status_error)
     app.add_exception_handler(Exception, _internal_error)
     return GatewayApp(app, settings.cors_origins)  # metrics and CORS for every path
+
+
+async def _status_error(request: Any, exc: StatusError) -> Response:
+    return status_response(exc)
 
 
 async def _internal_error(request: Any, exc: Exception) -> Response:

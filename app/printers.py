@@ -16,7 +16,7 @@ from typing import Any
 
 from informer_core.fields import go_string
 
-__all__ = ["Column", "PRINTERS", "crd_columns", "human_duration", "since"]
+__all__ = ["Column", "DEFAULT_PRINTER", "PRINTERS", "Row", "crd_columns", "human_duration", "since"]
 
 Column = dict[str, Any]
 Row = tuple[list[Any], list[dict[str, Any]] | None]  # cells, row conditions

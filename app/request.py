@@ -25,7 +25,7 @@ from informer_core.fields import FieldSelector, parse_field_selector
 from informer_core.labels import Selector, parse_selector, selector_from_set
 from informer_core.validation import is_dns1123_label, is_valid_object_name
 
-__all__ = ["Accept", "Query", "ResourcePath", "decode_continue", "encode_continue",
+__all__ = ["Accept", "Query", "ResourcePath", "check_names", "decode_continue", "encode_continue",
            "negotiate", "parse_path", "parse_query"]
 
 _GO_TRUE = ("1", "t", "T", "true", "True", "TRUE")

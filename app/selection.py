@@ -15,7 +15,7 @@ from informer_core.encoded import EncodedObject
 from informer_core.fields import FieldSelector, everything as no_fields
 from informer_core.labels import Selector, everything as no_labels
 from informer_core.lister import select_encoded
-from informer_core.store import Indexer
+from informer_core.store import Indexer, object_key
 
 __all__ = ["Selection"]
 
@@ -62,7 +62,7 @@ class Selection:
             namespace = hinted if hinted is not None else None
         name = self.fields.requires_exact("metadata.name")
         if name is not None and namespace is not None:
-            found = indexer.get_encoded_by_key(f"{namespace}/{name}" if namespace else name)
+            found = indexer.get_encoded_by_key(object_key(namespace, name))
             candidates = [found] if found is not None else []
             if found is not None and not self.labels.matches(found.labels):
                 candidates = []

@@ -1,4 +1,5 @@
-"""Server-Sent Events on any collection path (``Accept: text/event-stream``).
+"""Server-Sent Events on any collection path (``Accept: text/event-stream``): the SSE
+encoder of ``app.streams``.
 
 The stream: ``retry:`` advice; the current matching objects as ``ADDED``;
 ``SYNCED`` (``data: {"resourceVersion": ...}``); then live ``ADDED``,
@@ -21,23 +22,27 @@ browser reconnects by itself. A subscriber too slow to keep up gets the same
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 import orjson
-from starlette.requests import Request
-from starlette.responses import StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
-from app.events import Subscriber
-from app.request import Query
-from app.selection import Selection
+from app.cache import ResourceCache
+from app.events import Event, Subscriber
 from app.status import status_body
 
-__all__ = ["sse_response"]
+__all__ = ["SSEEncoder"]
 
 _HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"}
 _CHUNK = 256
+_HEARTBEAT = b": heartbeat\n\n"
+_LAST_WORDS = {
+    "behind": (429, "this stream fell behind and was ended; reconnect with Last-Event-ID to resume",
+               "TooManyRequests"),
+    "unloaded": (503, "the resource's cache was unloaded or went away; reconnect to start again",
+                 "ServiceUnavailable"),
+    "shutdown": (503, "the gateway is shutting down; reconnect", "ServiceUnavailable"),
+}
 
 
 def _error_frame(code: int, message: str, reason: str) -> bytes:
@@ -48,46 +53,45 @@ def _retry(ms: int) -> bytes:
     return b"retry: " + str(ms).encode() + b"\n\n"
 
 
-def _refusal(retry_ms: int, message: str) -> StreamingResponse:
-    async def once() -> AsyncIterator[bytes]:
-        yield _retry(retry_ms) + _error_frame(429, message, "TooManyRequests")
+class SSEEncoder:
+    """Writes an event stream; resumes from ``Last-Event-ID``."""
 
-    return StreamingResponse(once(), media_type="text/event-stream", headers=_HEADERS)
+    name = "sse"
+    media_type = "text/event-stream"
+    headers = _HEADERS
 
+    def __init__(self, last_event_id: str, retry_ms: int, heartbeat: float) -> None:
+        self._last_id = last_event_id.strip()
+        self._retry_ms = retry_ms
+        self._heartbeat = heartbeat
 
-async def sse_response(gateway: Any, request: Request, resource: Any, selection: Selection,
-                       query: Query) -> StreamingResponse:
-    """Open an event stream on ``resource``."""
-    settings = gateway.settings
-    client = request.client.host if request.client else ""
-    refusal = gateway.limiter.acquire(client)
-    if refusal is not None:
-        return _refusal(settings.sse_retry_ms, f"too many open streams: {refusal}")
-    try:
-        entry = await gateway.cache.load(resource, wait=None)  # wait for the sync: no 503
-    except BaseException:
-        gateway.limiter.release(client)
-        raise
-    gateway.metrics.stream_opened("sse")
-    hub = entry.hub
-    subscriber = Subscriber(selection, settings.subscriber_queue, client)
-    last_id = request.headers.get("last-event-id", "").strip()
-    first: list[bytes] = [_retry(settings.sse_retry_ms)]
-    replay = hub.events_after_id(last_id) if last_id else None
-    if replay is not None:
-        parts: list[bytes] = []
-        for event in replay:
-            kind = subscriber.transition(event)
-            if kind is not None:
-                parts.extend(event.frame_parts(kind, "sse"))
-        if parts:
-            first.append(b"".join(parts))
-    else:
+    def refuse(self, message: str) -> Response:
+        """A 200 stream with ``retry:`` and ERROR 429: EventSource gives up on any other answer."""
+        async def once() -> AsyncIterator[bytes]:
+            yield _retry(self._retry_ms) + _error_frame(429, message, "TooManyRequests")
+
+        return StreamingResponse(once(), media_type=self.media_type, headers=self.headers)
+
+    def begin(self, entry: ResourceCache, subscriber: Subscriber) -> tuple[list[bytes], bool]:
+        """The missed events after ``Last-Event-ID``; else (RESET and) the state, then SYNCED."""
+        hub = entry.hub
+        first: list[bytes] = [_retry(self._retry_ms)]
+        last_id = self._last_id
+        replay = hub.events_after_id(last_id) if last_id else None
+        if replay is not None:
+            parts: list[bytes] = []
+            for event in replay:
+                kind = subscriber.transition(event)
+                if kind is not None:
+                    parts.extend(event.frame_parts(kind, "sse"))
+            if parts:
+                first.append(b"".join(parts))
+            return first, True
         if last_id:
             first.append(b"event: RESET\ndata: " + orjson.dumps(
                 {"reason": "the id is unknown or too old; a fresh state follows",
                  "lastEventId": last_id[:128]}) + b"\n\n")
-        objects = hub.snapshot(selection)
+        objects = hub.snapshot(subscriber.selection)
         prefix = f"{hub.id}.{hub.seq}~".encode()
         for start in range(0, len(objects), _CHUNK):
             first.append(b"".join(
@@ -95,40 +99,19 @@ async def sse_response(gateway: Any, request: Request, resource: Any, selection:
                 for i, o in enumerate(objects[start:start + _CHUNK])))
         first.append(f"id: {hub.id}.{hub.seq}\nevent: SYNCED\n".encode() + b"data: "
                      + orjson.dumps({"resourceVersion": str(hub.rv)}) + b"\n\n")
-    hub.subscribe(subscriber)  # no await since the snapshot or replay: nothing missed
-    heartbeat = settings.heartbeat_interval
-    deadline = time.monotonic() + query.timeout_seconds if query.timeout_seconds else None
+        return first, True
 
-    async def stream() -> AsyncIterator[bytes]:
-        try:
-            for chunk in first:
-                yield chunk
-            while not gateway.closing.is_set():
-                wait = heartbeat
-                if deadline is not None:
-                    wait = max(0.0, min(wait, deadline - time.monotonic()))
-                batch = await subscriber.next_batch(wait)
-                if batch:
-                    parts: list[bytes] = []
-                    for event, kind in batch:
-                        parts.extend(event.frame_parts(kind, "sse"))
-                    yield b"".join(parts)
-                elif not subscriber.overflowed and not subscriber.closed:
-                    yield b": heartbeat\n\n"
-                if subscriber.overflowed:
-                    yield _error_frame(429, "this stream fell behind and was ended; reconnect "
-                                            "with Last-Event-ID to resume", "TooManyRequests")
-                    return
-                if subscriber.closed:
-                    yield _error_frame(503, "the resource's cache was unloaded or went away; "
-                                            "reconnect to start again", "ServiceUnavailable")
-                    return
-                if deadline is not None and time.monotonic() >= deadline:
-                    return
-            yield _error_frame(503, "the gateway is shutting down; reconnect", "ServiceUnavailable")
-        finally:
-            hub.unsubscribe(subscriber)
-            gateway.limiter.release(client)
-            gateway.metrics.stream_closed("sse")
+    def events(self, batch: list[tuple[Event, str]]) -> bytes:
+        parts: list[bytes] = []
+        for event, kind in batch:
+            parts.extend(event.frame_parts(kind, "sse"))
+        return b"".join(parts)
 
-    return StreamingResponse(stream(), media_type="text/event-stream", headers=_HEADERS)
+    def next_tick(self, now: float) -> float | None:
+        return now + self._heartbeat
+
+    def tick(self, now: float, idle: bool) -> bytes | None:
+        return _HEARTBEAT if idle else None
+
+    def ended(self, why: str) -> bytes | None:
+        return _error_frame(*_LAST_WORDS[why])

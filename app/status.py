@@ -20,6 +20,7 @@ __all__ = [
     "not_acceptable",
     "not_found",
     "status_body",
+    "status_bytes",
     "status_response",
 ]
 
@@ -59,8 +60,17 @@ def status_body(code: int, message: str, reason: str | None = None,
     return body
 
 
+def status_bytes(code: int, message: str, reason: str | None = None) -> bytes:
+    """Return a ``Status`` object as JSON bytes (for answers written below Starlette)."""
+    return orjson.dumps(status_body(code, message, reason))
+
+
 def status_response(error: StatusError) -> Response:
-    """Answer with ``error`` as a ``Status`` (its code as the HTTP status)."""
+    """Answer with ``error`` as a ``Status`` (its code as the HTTP status).
+
+    The one way every error is answered: routes raise ``StatusError`` and the
+    application's handler (FastAPI's, or ``GatewayApp`` for the hot path) calls this.
+    """
     return Response(orjson.dumps(error.body()), status_code=error.code,
                     media_type="application/json", headers=error.headers)
 

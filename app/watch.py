@@ -1,4 +1,4 @@
-"""The Kubernetes watch protocol (``?watch=true``), served from a resource's EventHub.
+"""The Kubernetes watch protocol (``?watch=true``): the watch encoder of ``app.streams``.
 
 One JSON event per line. With ``resourceVersion`` unset or ``"0"`` the stream
 starts with an ``ADDED`` event for every current matching object; with a
@@ -13,21 +13,18 @@ server's watch cache does) and resumes from its last version.
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import AsyncIterator
 
 import orjson
-from starlette.responses import StreamingResponse
+from starlette.responses import Response
 
 from app.cache import ResourceCache
 from app.events import Event, Subscriber, parse_rv
 from app.request import Accept, Query
-from app.selection import Selection
-from app.status import status_body
+from app.status import StatusError, status_body
 from app.table import table_bytes
 
-__all__ = ["watch_response"]
+__all__ = ["WatchEncoder"]
 
 _CHUNK = 256  # objects per write of the initial state
 
@@ -36,14 +33,55 @@ def _error_line(code: int, message: str, reason: str) -> bytes:
     return orjson.dumps({"type": "ERROR", "object": status_body(code, message, reason)}) + b"\n"
 
 
-class _Writer:
-    """Turns (event, kind) pairs into bytes, as JSON objects or Table rows."""
+class WatchEncoder:
+    """Writes a watch: JSON objects or Table rows, one event per line."""
 
-    def __init__(self, entry: ResourceCache, accept: Accept, query: Query) -> None:
-        self.entry = entry
+    name = "watch"
+    media_type = "application/json"
+    headers = {"Cache-Control": "no-cache, private", "X-Content-Type-Options": "nosniff"}
+
+    def __init__(self, accept: Accept, query: Query, bookmark_interval: float) -> None:
         self.accept = accept
         self.query = query
         self.headers_sent = False
+        self.entry: ResourceCache | None = None  # set by begin
+        self._interval = bookmark_interval
+        self._next_bookmark = time.monotonic() + bookmark_interval if query.allow_bookmarks else None
+
+    # -- the stream's parts ----------------------------------------------------------
+
+    def refuse(self, message: str) -> Response:
+        raise StatusError(429, message, "TooManyRequests", headers={"Retry-After": "1"})
+
+    def begin(self, entry: ResourceCache, subscriber: Subscriber) -> tuple[list[bytes], bool]:
+        """All current objects for no version or ``"0"``; else the events after it, or 410."""
+        self.entry = entry
+        hub = entry.hub
+        version = self.query.resource_version
+        if version in ("", "0"):
+            objects = hub.snapshot(subscriber.selection)
+            return [self.snapshot(objects[i:i + _CHUNK]) for i in range(0, len(objects), _CHUNK)], True
+        events = hub.events_after_rv(parse_rv(version))
+        if events is None:
+            return [_error_line(410, f"too old resource version: {version} ({hub.base_rv})",
+                                "Expired")], False
+        replay = [(e, k) for e in events if (k := subscriber.transition(e)) is not None]
+        return ([self.events(replay)] if replay else []), True
+
+    def next_tick(self, now: float) -> float | None:
+        return self._next_bookmark
+
+    def tick(self, now: float, idle: bool) -> bytes | None:
+        if self._next_bookmark is None or now < self._next_bookmark:
+            return None
+        self._next_bookmark = now + self._interval
+        hub = self.entry.hub
+        return None if hub.rv in hub.ambiguous else self.bookmark(hub.rv)
+
+    def ended(self, why: str) -> bytes | None:
+        return None  # too slow, gone or stopping: the client re-watches from its last version
+
+    # -- bytes -------------------------------------------------------------------------
 
     def events(self, batch: list[tuple[Event, str]]) -> bytes:
         if self.accept.kind != "table":
@@ -77,66 +115,3 @@ class _Writer:
             "metadata": {"resourceVersion": str(rv)}}}) + b"\n"
 
 
-async def watch_response(entry: ResourceCache, selection: Selection, query: Query,
-                         accept: Accept, *, client: str, max_queue: int,
-                         bookmark_interval: float, closing: asyncio.Event,
-                         on_close: callable) -> StreamingResponse:
-    """Open a watch on ``entry`` and return the streaming answer."""
-    hub = entry.hub
-    writer = _Writer(entry, accept, query)
-    subscriber = Subscriber(selection, max_queue, client)
-    first: list[bytes] = []
-    expired = False
-    # Snapshot (or replay) and subscribe with no await in between: on the loop,
-    # nothing can change the hub meanwhile, so nothing is missed or doubled.
-    if query.resource_version in ("", "0"):
-        objects = hub.snapshot(selection)
-        for start in range(0, len(objects), _CHUNK):
-            first.append(writer.snapshot(objects[start:start + _CHUNK]))
-    else:
-        events = hub.events_after_rv(parse_rv(query.resource_version))
-        if events is None:
-            expired = True
-            first.append(_error_line(
-                410, f"too old resource version: {query.resource_version} ({hub.base_rv})",
-                "Expired"))
-        else:
-            replay = [(e, k) for e in events if (k := subscriber.transition(e)) is not None]
-            if replay:
-                first.append(writer.events(replay))
-    if not expired:
-        hub.subscribe(subscriber)
-
-    deadline = None
-    if query.timeout_seconds:
-        deadline = time.monotonic() + query.timeout_seconds
-
-    async def stream() -> AsyncIterator[bytes]:
-        try:
-            for chunk in first:
-                yield chunk
-            if expired:
-                return
-            next_bookmark = time.monotonic() + bookmark_interval if query.allow_bookmarks else None
-            while not closing.is_set():
-                now = time.monotonic()
-                waits = [t - now for t in (deadline, next_bookmark) if t is not None]
-                batch = await subscriber.next_batch(max(0.0, min(waits)) if waits else None)
-                if batch:
-                    yield writer.events(batch)
-                if subscriber.overflowed or subscriber.closed:
-                    return  # too slow, or the resource went away: the client re-watches
-                now = time.monotonic()
-                if deadline is not None and now >= deadline:
-                    return
-                if next_bookmark is not None and now >= next_bookmark:
-                    if hub.rv not in hub.ambiguous:
-                        yield writer.bookmark(hub.rv)
-                    next_bookmark = now + bookmark_interval
-        finally:
-            hub.unsubscribe(subscriber)
-            on_close()
-
-    return StreamingResponse(stream(), media_type="application/json",
-                             headers={"Cache-Control": "no-cache, private",
-                                      "X-Content-Type-Options": "nosniff"})

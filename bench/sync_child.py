@@ -43,7 +43,7 @@ def main() -> None:
 
     from informer_core.discovery import GroupVersionResource
     from informer_core.factory import SharedInformerFactory
-    from informer_core.listwatch import RawClient
+    from informer_core.rest import RawClient
 
     client = api_client(url, token, ca)
     gc.collect()

@@ -9,12 +9,15 @@ for ``demo``.
 - ``binaries``: finds etcd and kube-apiserver, or installs/builds them once
   (``python -m control_plane.binaries``);
 - ``kubeapi``: ``KubeAPI``, a small JSON REST client for seeding and checking;
+- ``fake``: ``FakeCluster``, an API server in memory for tests about what the
+  gateway and the informers do with answers (the same calls as ``KubeAPI``);
 - ``pytest_plugin``: the ``local_cluster`` fixtures and ``unavailable()``.
 """
 
 from control_plane.cluster import APIServer, LocalCluster, User, free_port
 from control_plane.errors import ClusterUnavailableError
+from control_plane.fake import FakeCluster
 from control_plane.kubeapi import KubeAPI, widget_crd
 
-__all__ = ["APIServer", "ClusterUnavailableError", "KubeAPI", "LocalCluster", "User", "free_port",
-           "widget_crd"]
+__all__ = ["APIServer", "ClusterUnavailableError", "FakeCluster", "KubeAPI", "LocalCluster", "User",
+           "free_port", "widget_crd"]

@@ -34,11 +34,12 @@ from typing import Any
 from control_plane.kubeapi import RestVerbs
 from informer_core.discovery import APIResource, Discovery, GroupVersionResource
 from informer_core.errors import NotFoundError, ResourceExpiredError
+from informer_core.store import object_key
 from informer_core.fields import parse_field_selector
 from informer_core.labels import parse_selector
 from informer_core.listwatch import ListOptions, ListPage, WatchEvent, status_error
 
-__all__ = ["BUILTIN_RESOURCES", "FakeCluster", "ResourceType"]
+__all__ = ["BUILTIN_RESOURCES", "FakeCluster", "ResourceType", "merge_patch"]
 
 _ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 _CRD_GROUP = "apiextensions.k8s.io"
@@ -121,10 +122,6 @@ class _Path:
     namespace: str | None
     name: str | None
     subresource: str | None
-
-
-def _key(namespace: str | None, name: str) -> str:
-    return f"{namespace}/{name}" if namespace else name
 
 
 class FakeCluster(RestVerbs):
@@ -218,7 +215,7 @@ class FakeCluster(RestVerbs):
         return self._objects.setdefault(type_.gvr, {})
 
     def _get_locked(self, target: _Path) -> dict:
-        found = self._store(target.type).get(_key(target.namespace, target.name or ""))
+        found = self._store(target.type).get(object_key(target.namespace, target.name or ""))
         if found is None:
             raise _fail(404, "NotFound", f'{target.type.name} "{target.name}" not found')
         return found
@@ -246,7 +243,7 @@ class FakeCluster(RestVerbs):
                                     if meta.get("generateName") else "")
         if not name:
             raise _fail(422, "Invalid", f"{type_.kind} is invalid: metadata.name: Required value")
-        key = _key(target.namespace if type_.namespaced else None, name)
+        key = object_key(target.namespace if type_.namespaced else None, name)
         store = self._store(type_)
         if key in store:
             raise _fail(409, "AlreadyExists", f'{type_.name} "{name}" already exists')
@@ -282,7 +279,7 @@ class FakeCluster(RestVerbs):
     def _write_locked(self, target: _Path, new: dict) -> dict:
         """Store ``new`` as the object's next state; no version when nothing changed."""
         store = self._store(target.type)
-        key = _key(target.namespace, target.name or "")
+        key = object_key(target.namespace, target.name or "")
         old = store[key]
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         if new == old:
@@ -330,7 +327,7 @@ class FakeCluster(RestVerbs):
             return self._write_locked(target, new)
         if target.type.kind == "CustomResourceDefinition":
             self._remove_crd_locked(old)
-        del self._store(target.type)[_key(target.namespace, target.name or "")]
+        del self._store(target.type)[object_key(target.namespace, target.name or "")]
         gone = copy.deepcopy(old)
         self._record_locked(target.type, "DELETED", gone)
         return gone

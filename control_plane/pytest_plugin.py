@@ -26,6 +26,8 @@ import pytest
 from control_plane.cluster import LocalCluster
 from control_plane.errors import ClusterUnavailableError
 
+__all__ = ["api_client", "in_ci", "kubeconfig", "local_cluster", "namespace", "unavailable"]
+
 _skipped_reason: list[str] = []
 
 

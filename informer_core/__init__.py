@@ -9,10 +9,12 @@ from informer_core.discovery import APIResource, Discovery
 from informer_core.errors import (
     APIStatusError,
     FIFOClosedError,
+    InformerError,
     NotFoundError,
     ResourceExpiredError,
     SelectorError,
     UnsupportedResourceError,
+    WatchAbortedError,
 )
 from informer_core.factory import GenericInformer, GroupVersionResource, SharedInformerFactory
 from informer_core.fields import FieldSelector, parse_field_selector
@@ -23,15 +25,9 @@ from informer_core.informer import (
 )
 from informer_core.labels import Selector, everything, parse_selector, selector_from_set
 from informer_core.lister import GenericLister, GenericNamespaceLister
-from informer_core.listwatch import (
-    ApiListerWatcher,
-    ListerWatcher,
-    ListOptions,
-    ListPage,
-    WatchEvent,
-    WatchStream,
-)
+from informer_core.listwatch import ListerWatcher, ListOptions, ListPage, WatchEvent, WatchStream
 from informer_core.reflector import Reflector
+from informer_core.rest import ApiListerWatcher
 from informer_core.store import (
     NAMESPACE_INDEX,
     Indexer,
@@ -68,11 +64,13 @@ __all__ = [
     "FIFOClosedError",
     "FieldSelector",
     "Indexer",
+    "InformerError",
     "NotFoundError",
     "ResourceExpiredError",
     "Selector",
     "SelectorError",
     "UnsupportedResourceError",
+    "WatchAbortedError",
     "deletion_handling_meta_namespace_key",
     "everything",
     "meta_namespace_index_func",

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from informer_core.errors import NotFoundError, UnsupportedResourceError
-from informer_core.listwatch import RawClient
+from informer_core.rest import RawClient
 
 __all__ = ["APIResource", "Discovery", "GroupVersionResource"]
 

@@ -18,10 +18,19 @@ from typing import Any
 
 import orjson
 
-__all__ = ["EncodedObject", "as_dict", "encode"]
+__all__ = ["EncodedObject", "as_dict", "encode", "object_key"]
 
 _EMPTY_LABELS: Mapping[str, str] = {}
 _intern = sys.intern
+
+
+def object_key(namespace: str | None, name: str) -> str:
+    """The store key of an object: ``"namespace/name"``, or ``"name"`` when cluster-scoped.
+
+    The one place a key is built. A new string either way, so a key never keeps
+    alive the parsed document its parts came from.
+    """
+    return f"{namespace}/{name}" if namespace else name[:1] + name[1:]
 
 
 class EncodedObject:
@@ -55,7 +64,7 @@ class EncodedObject:
             self.labels = _EMPTY_LABELS
         rv = meta.get("resourceVersion")
         self.resource_version = rv if isinstance(rv, str) else ""
-        self.key = f"{self.namespace}/{name}" if self.namespace else name[:1] + name[1:]
+        self.key = object_key(self.namespace, name)
 
     @property
     def name(self) -> str:

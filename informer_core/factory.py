@@ -29,13 +29,8 @@ from informer_core.discovery import APIResource, Discovery, GroupVersionResource
 from informer_core.errors import NotFoundError, UnsupportedResourceError
 from informer_core.informer import SharedIndexInformer
 from informer_core.lister import GenericLister
-from informer_core.listwatch import (
-    ApiListerWatcher,
-    ListerWatcher,
-    ListOptions,
-    ListPage,
-    WatchStream,
-)
+from informer_core.listwatch import ListerWatcher, ListOptions, ListPage, WatchStream
+from informer_core.rest import ApiListerWatcher
 
 __all__ = ["GenericInformer", "GroupVersionResource", "ListerWatcherFunc", "NotFoundError",
            "SharedInformerFactory", "UnsupportedResourceError", "default_api_client"]

@@ -30,6 +30,7 @@ __all__ = [
     "escape_value",
     "everything",
     "field_value",
+    "go_string",
     "parse_field_selector",
     "unescape_value",
 ]

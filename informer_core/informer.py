@@ -22,20 +22,15 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from informer_core.delta_fifo import Delta, DeletedFinalStateUnknown, DeltaFIFO, DeltaType
 from informer_core.encoded import EncodedObject
-from informer_core.pages import encode_page, is_metadata_transform
+from informer_core.encoding import EncodingListerWatcher
 from informer_core.errors import FIFOClosedError
 from informer_core.listwatch import (
-    ApiListerWatcher,
     ListerWatcher,
-    ListOptions,
-    ListPage,
-    WatchEvent,
-    WatchStream,
 )
 from informer_core.reflector import Reflector, ReflectorStats
 from informer_core.store import (
@@ -306,92 +301,6 @@ class _SharedProcessor:
             return len(self._listeners)
 
 
-# -- the encoding stage -------------------------------------------------------------
-
-class _EncodingListerWatcher:
-    """Transforms and encodes each item as it arrives, so parsed pages never pile up."""
-
-    def __init__(self, inner: ListerWatcher, informer: SharedIndexInformer) -> None:
-        self._inner = inner
-        self._informer = informer
-
-    def _encode(self, obj: Any) -> Any:
-        if isinstance(obj, EncodedObject):
-            transform = self._informer._transform
-            return obj if transform is None else EncodedObject.from_dict(transform(obj.to_dict()))
-        if isinstance(obj, dict):
-            transform = self._informer._transform
-            if transform is not None:
-                obj = transform(obj)
-            return EncodedObject.from_dict(obj)
-        return obj
-
-    def list(self, options: ListOptions) -> ListPage:
-        """Fetch a page and encode it, keeping the memory of a parsed page from sticking.
-
-        A parsed list page is tens of MB of small Python objects. Anything kept
-        from it (a name, a label value) pins the allocator's arenas it sits in,
-        so RSS would stay at the parse's peak. So each item is encoded to bytes
-        and its parsed tree dropped at once; only after the whole page is gone
-        are the long-lived parts built, each from its object's own bytes.
-        """
-        transform = self._informer._transform
-        inner = self._inner
-        if is_metadata_transform(transform) and isinstance(inner, ApiListerWatcher) \
-                and type(inner).list is ApiListerWatcher.list \
-                and type(inner).item is ApiListerWatcher.item:  # no subclass hooks to honour
-            body = inner.list_body(options)
-            encoded = encode_page(body, inner.kind, inner.api_version, transform)
-            if encoded is not None:  # no dict built for any object (informer_core.pages)
-                items, meta = encoded
-                return ListPage(items, meta.get("resourceVersion", ""), meta.get("continue", "") or "")
-            page = inner.parse_page(body)
-            del body
-        else:
-            page = inner.list(options)
-        rv, token, items = page.resource_version, page.continue_token, page.items
-        del page
-        staged: list[Any] = []
-        for i, obj in enumerate(items):
-            items[i] = None
-            if isinstance(obj, dict):
-                if transform is not None:
-                    obj = transform(obj)
-                staged.append(EncodedObject.encode_bytes(obj))
-            else:
-                staged.append(self._encode(obj))
-            del obj
-        del items
-        for i, raw in enumerate(staged):
-            if isinstance(raw, bytes):
-                staged[i] = EncodedObject(raw)
-        return ListPage(staged, rv, token)
-
-    def watch(self, options: ListOptions) -> WatchStream:
-        return _EncodingStream(self._inner.watch(options), self._encode)
-
-    def abort(self) -> None:
-        abort = getattr(self._inner, "abort", None)
-        if abort is not None:
-            abort()
-
-
-class _EncodingStream:
-    def __init__(self, inner: WatchStream, encode: Callable[[Any], Any]) -> None:
-        self._inner = inner
-        self._encode = encode
-
-    def __iter__(self) -> Iterator[WatchEvent]:
-        for event in self._inner:
-            if event.type in ("ADDED", "MODIFIED", "DELETED"):
-                yield WatchEvent(event.type, self._encode(event.object))
-            else:
-                yield event
-
-    def stop(self) -> None:
-        self._inner.stop()
-
-
 # -- the informer ---------------------------------------------------------------------
 
 class SharedIndexInformer:
@@ -519,7 +428,7 @@ class SharedIndexInformer:
             fifo = DeltaFIFO(known_objects=EncodedView(self._indexer),
                              emit_delta_type_replaced=True)
             reflector = Reflector(
-                _EncodingListerWatcher(self._lw, self), fifo,
+                EncodingListerWatcher(self._lw, self._transform), fifo,
                 resync_period=self._resync_check_period, page_size=self._page_size,
                 name=self.name, should_resync=self._processor.should_resync,
                 watch_error_handler=self._on_watch_error, clock=self._clock)

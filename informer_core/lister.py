@@ -14,7 +14,7 @@ from typing import Any
 from informer_core.encoded import EncodedObject
 from informer_core.errors import NotFoundError
 from informer_core.labels import Operator, Selector, everything
-from informer_core.store import LABEL_INDEX, NAMESPACE_INDEX, Indexer
+from informer_core.store import LABEL_INDEX, NAMESPACE_INDEX, Indexer, object_key
 
 __all__ = ["GenericLister", "GenericNamespaceLister", "NotFoundError", "select_encoded"]
 
@@ -75,7 +75,7 @@ class GenericNamespaceLister:
         Raises:
             NotFoundError: there is none.
         """
-        found = self._indexer.get_encoded_by_key(f"{self._namespace}/{name}")
+        found = self._indexer.get_encoded_by_key(object_key(self._namespace, name))
         if found is None:
             raise NotFoundError(f'"{name}" not found in namespace "{self._namespace}"')
         return found.to_dict()

@@ -31,7 +31,7 @@ try:
 except ImportError:  # pragma: no cover - a declared dependency; the general path still works
     simdjson = None
 
-__all__ = ["encode_page", "is_metadata_transform", "metadata_transform"]
+__all__ = ["Transform", "encode_page", "is_metadata_transform", "metadata_transform"]
 
 Transform = Callable[[dict], dict]
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from informer_core.encoded import EncodedObject, encode
+from informer_core.encoded import EncodedObject, encode, object_key
 from informer_core.thread_safe_store import IndexFunc, ThreadSafeStore, accepts_encoded
 from informer_core.tombstone import DeletedFinalStateUnknown
 
 __all__ = [
+    "EncodedView",
     "Indexer",
     "IndexFunc",
     "KeyFunc",
@@ -27,6 +28,7 @@ __all__ = [
     "label_index_func",
     "meta_namespace_index_func",
     "meta_namespace_key",
+    "object_key",
     "split_meta_namespace_key",
 ]
 
@@ -51,9 +53,7 @@ def meta_namespace_key(obj: Any) -> str:
     meta = obj.get("metadata") if isinstance(obj, Mapping) else None
     if not isinstance(meta, Mapping):
         raise ValueError(f"object has no meta: {type(obj).__name__} without 'metadata'")
-    namespace = meta.get("namespace") or ""
-    name = meta.get("name") or ""
-    return f"{namespace}/{name}" if namespace else name
+    return object_key(meta.get("namespace"), meta.get("name") or "")
 
 
 def split_meta_namespace_key(key: str) -> tuple[str, str]:

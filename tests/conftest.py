@@ -1,4 +1,6 @@
-"""Suite-wide fixtures: the real cluster plugin, and a guard against leaked threads."""
+"""Suite-wide fixtures: the real cluster plugin, a guard against leaked threads, and the rule
+that only tests marked ``cluster`` may use the real API server (so ``-m "not cluster"``
+runs with no control plane at all)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,19 @@ from collections.abc import Iterator
 import pytest
 
 pytest_plugins = ["control_plane.pytest_plugin"]
+
+
+_REAL_SERVER_FIXTURES = {"local_cluster", "kubeconfig", "api_client"}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Fail the run when a test uses the real API server without the ``cluster`` mark."""
+    unmarked = [item.nodeid for item in items
+                if _REAL_SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))
+                and item.get_closest_marker("cluster") is None]
+    if unmarked:
+        raise pytest.UsageError("tests using the real API server must be marked "
+                                "`pytest.mark.cluster`:\n  " + "\n  ".join(unmarked))
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from app.bridge import run_blocking
-from app.status import StatusError, not_found, status_response
+from app.status import StatusError, not_found
 
 __all__ = ["router"]
 
@@ -39,18 +39,12 @@ async def _discovery(request: Request):
 
 @router.get("/api", include_in_schema=False)
 async def api_versions(request: Request) -> Response:
-    try:
-        return _json((await _discovery(request)).api_versions_doc)
-    except StatusError as error:
-        return status_response(error)
+    return _json((await _discovery(request)).api_versions_doc)
 
 
 @router.get("/apis", include_in_schema=False)
 async def api_groups(request: Request) -> Response:
-    try:
-        return _json((await _discovery(request)).api_groups_doc)
-    except StatusError as error:
-        return status_response(error)
+    return _json((await _discovery(request)).api_groups_doc)
 
 
 @router.get("/api/{version}", include_in_schema=False)
@@ -60,16 +54,12 @@ async def core_resources(request: Request, version: str) -> Response:
 
 @router.get("/apis/{group}", include_in_schema=False)
 async def api_group(request: Request, group: str) -> Response:
-    try:
-        discovery = await _discovery(request)
-    except StatusError as error:
-        return status_response(error)
+    discovery = await _discovery(request)
     for doc in discovery.api_groups_doc.get("groups") or []:
         if doc.get("name") == group:
             return _json({"kind": "APIGroup", "apiVersion": "v1", **{
                 k: v for k, v in doc.items() if k not in ("kind", "apiVersion")}})
-    return status_response(not_found(f"the server could not find the requested resource "
-                                     f"(API group {group!r})"))
+    raise not_found(f"the server could not find the requested resource (API group {group!r})")
 
 
 @router.get("/apis/{group}/{version}", include_in_schema=False)
@@ -78,20 +68,14 @@ async def group_resources(request: Request, group: str, version: str) -> Respons
 
 
 async def _resource_list(request: Request, group_version: str) -> Response:
-    try:
-        discovery = await _discovery(request)
-    except StatusError as error:
-        return status_response(error)
+    discovery = await _discovery(request)
     doc = discovery.resource_lists.get(group_version)
     if doc is None:
-        return status_response(not_found(
-            f"the server could not find the requested resource (group version {group_version!r})"))
+        raise not_found(
+            f"the server could not find the requested resource (group version {group_version!r})")
     return _json(doc)
 
 
 @router.get("/version", include_in_schema=False)
 async def version(request: Request) -> Response:
-    try:
-        return _json((await _discovery(request)).version_doc)
-    except StatusError as error:
-        return status_response(error)
+    return _json((await _discovery(request)).version_doc)

@@ -39,10 +39,13 @@ from app.request import (
     parse_query,
 )
 from app.selection import Selection
-from app.status import StatusError, forbidden, method_not_allowed, not_found, status_response
+from app.status import StatusError, forbidden, method_not_allowed, not_found
 from app.table import table_bytes
-from app.watch import watch_response
+from app.sse import SSEEncoder
+from app.streams import open_stream
+from app.watch import WatchEncoder
 from informer_core.fields import FieldSelector, Term
+from informer_core.store import object_key
 
 __all__ = ["resource_endpoint"]
 
@@ -52,14 +55,11 @@ _TAIL = b"]}"
 
 
 async def resource_endpoint(request: Request) -> Response:
-    """Answer one request for a resource collection or object."""
-    try:
-        return await _serve(request)
-    except StatusError as error:
-        return status_response(error)
+    """Answer one request for a resource collection or object.
 
-
-async def _serve(request: Request) -> Response:
+    Raises:
+        StatusError: every error answer (the application's handler sends it).
+    """
     gateway = request.app.state.gateway
     method = request.method
     if method == "OPTIONS":
@@ -97,7 +97,7 @@ async def _serve(request: Request) -> Response:
                                   _and_name(query, target.name))
         return await _watch(request, gateway, resource, selection, query, accept)
     if accept.kind == "sse":
-        return await gateway.serve_sse(request, resource, selection, query)
+        return await _sse(request, gateway, resource, selection, query)
     entry = await gateway.cache.load(resource, wait=gateway.settings.sync_timeout)
     if target.name is not None:
         return _get(request, entry, target, accept, query)
@@ -146,8 +146,7 @@ def _wants_gzip(request: Request) -> bool:
 
 def _get(request: Request, entry: ResourceCache, target: ResourcePath, accept: Accept,
          query: Query) -> Response:
-    key = f"{target.namespace}/{target.name}" if target.namespace else target.name
-    found = entry.indexer.get_encoded_by_key(key)
+    found = entry.indexer.get_encoded_by_key(object_key(target.namespace, target.name))
     if found is None:
         res = entry.resource
         raise not_found(f'{res.resource}{"." + res.group if res.group else ""} "{target.name}" '
@@ -194,23 +193,13 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
 
 async def _watch(request: Request, gateway: Any, resource: Any, selection: Selection,
                  query: Query, accept: Accept) -> Response:
-    client = request.client.host if request.client else ""
-    refusal = gateway.limiter.acquire(client)
-    if refusal is not None:
-        raise StatusError(429, f"too many open streams: {refusal}", "TooManyRequests",
-                          headers={"Retry-After": "1"})
-    try:
-        entry = await gateway.cache.load(resource, wait=None)  # a stream waits for the sync
-    except BaseException:
-        gateway.limiter.release(client)
-        raise
-    gateway.metrics.stream_opened("watch")
+    encoder = WatchEncoder(accept, query, gateway.settings.bookmark_interval)
+    return await open_stream(gateway, request, resource, selection, query, encoder)
 
-    def on_close() -> None:
-        gateway.limiter.release(client)
-        gateway.metrics.stream_closed("watch")
 
-    return await watch_response(entry, selection, query, accept, client=client,
-                                max_queue=gateway.settings.subscriber_queue,
-                                bookmark_interval=gateway.settings.bookmark_interval,
-                                closing=gateway.closing, on_close=on_close)
+async def _sse(request: Request, gateway: Any, resource: Any, selection: Selection,
+               query: Query) -> Response:
+    settings = gateway.settings
+    encoder = SSEEncoder(request.headers.get("last-event-id", ""), settings.sse_retry_ms,
+                         settings.heartbeat_interval)
+    return await open_stream(gateway, request, resource, selection, query, encoder)

@@ -27,6 +27,7 @@ from app.settings import Settings
 from control_plane.cluster import free_port
 from control_plane.fake import FakeCluster
 from control_plane.kubeapi import KubeAPI
+from informer_core.store import object_key
 from tests.helpers import wait_until
 
 DEMO_NS = "demo-shop"
@@ -63,13 +64,20 @@ class RunningGateway:
         True when no such cache is loaded yet, or loading: its first list will hold it.
         """
         meta = obj["metadata"]
-        key = f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
+        key = object_key(meta.get("namespace"), meta["name"])
         for entry in self.gateway.cache.entries().values():
             if entry.resource.kind == obj["kind"]:
                 found = entry.indexer.get_encoded_by_key(key)
                 return found is not None and \
                     int(found.resource_version) >= int(meta["resourceVersion"])
         return True
+
+    def wait_streams(self, count: int, timeout: float = 10.0) -> None:
+        """Wait until exactly ``count`` streams are subscribed to the gateway's caches."""
+        def subscribed() -> bool:
+            return sum(len(e.hub.subscribers) for e in self.gateway.cache.entries().values()) == count
+
+        wait_until(subscribed, timeout, message=f"{count} subscribed streams")
 
     def wait_seen(self, obj: dict, timeout: float = 10.0) -> None:
         """Wait until the gateway's cache holds ``obj``; writes paced so keep their order on a watch.

@@ -82,11 +82,10 @@ def test_pagination_walks_every_object_exactly_once_in_key_order(http, kube):
     assert seen == sorted(expected) and pages == (len(expected) + 1) // 2
 
 
-def test_pagination_survives_changes_during_the_walk(http, kube):
+def test_pagination_survives_changes_during_the_walk(gateway, http, kube):
     base = "/api/v1/namespaces/demo-shop/configmaps"
     first = http.get("/core/v1/namespaces/demo-shop/configmaps?limit=1").json()
-    kube.create(base, {"metadata": {"name": "zz-added-during-walk"}})
-    time.sleep(0.5)
+    gateway.wait_seen(kube.create(base, {"metadata": {"name": "zz-added-during-walk"}}))
     names = [o["metadata"]["name"] for o in first["items"]]
     token = first["metadata"]["continue"]
     while token:

@@ -69,7 +69,7 @@ def test_watch_from_a_version_older_than_the_ring_gets_410(gateway, cm_base):
 def test_watch_with_selector_sends_transitions_as_the_watch_cache(gateway, kube, namespace, cm_base):
     reader = LineReader(f"{gateway.url}{cm_base}?watch=true&labelSelector=team%3Dred")
     try:
-        time.sleep(0.5)
+        gateway.wait_streams(1)
         kube.create(cm_base, {"metadata": {"name": "blue", "labels": {"team": "blue"}}})
         kube.create(cm_base, {"metadata": {"name": "x", "labels": {"team": "red"}}})
         kube.patch(f"{cm_base}/x", {"data": {"k": "v"}})            # stays red: MODIFIED
@@ -130,8 +130,7 @@ def test_a_slow_watcher_is_disconnected_and_others_unaffected(backend, kube, nam
 
 
 def test_sse_initial_state_synced_live_and_resume(gateway, kube, namespace, cm_base):
-    kube.create(cm_base, {"metadata": {"name": "s0"}})
-    time.sleep(0.3)
+    gateway.wait_seen(kube.create(cm_base, {"metadata": {"name": "s0"}}))
     url = f"{gateway.url}/core/v1/namespaces/{namespace}/configmaps"
     reader = LineReader(url, {"Accept": "text/event-stream"})
     try:
@@ -149,11 +148,10 @@ def test_sse_initial_state_synced_live_and_resume(gateway, kube, namespace, cm_b
         reader.close()
     kube.patch(f"{cm_base}/s1", {"data": {"a": "1"}})
     kube.delete(f"{cm_base}/s0")
-    time.sleep(0.3)
     resumed = LineReader(url, {"Accept": "text/event-stream", "Last-Event-ID": last_id})
     try:
         resumed.wait_for(lambda l: len([e for e in sse_events(l) if "event" in e]) >= 2)
-        time.sleep(0.3)
+        time.sleep(0.3)  # a while for anything that should not come (a RESET, a duplicate)
         got = [(e["event"], orjson.loads(e["data"])["metadata"]["name"])
                for e in sse_events(resumed.lines) if e.get("event") in ("ADDED", "MODIFIED", "DELETED")]
         assert got == [("MODIFIED", "s1"), ("DELETED", "s0")]
@@ -163,8 +161,7 @@ def test_sse_initial_state_synced_live_and_resume(gateway, kube, namespace, cm_b
 
 
 def test_sse_unknown_id_gets_reset_then_fresh_state(gateway, namespace, kube, cm_base):
-    kube.create(cm_base, {"metadata": {"name": "r0"}})
-    time.sleep(0.3)
+    gateway.wait_seen(kube.create(cm_base, {"metadata": {"name": "r0"}}))
     url = f"{gateway.url}/core/v1/namespaces/{namespace}/configmaps"
     reader = LineReader(url, {"Accept": "text/event-stream", "Last-Event-ID": "deadbeef.12"})
     try:
@@ -243,8 +240,8 @@ def test_sse_id_pushed_out_of_the_ring_gets_reset_and_fresh_state(backend, kube,
         finally:
             reader.close()
         for i in range(5):  # five more events through a ring of three: old_id falls out
-            kube.patch(f"{cm_base}/r1", {"data": {"n": str(i)}})
-        time.sleep(0.5)
+            last = kube.patch(f"{cm_base}/r1", {"data": {"n": str(i)}})
+        gw.wait_seen(last)
         again = LineReader(url, {"Accept": "text/event-stream", "Last-Event-ID": old_id})
         try:
             again.wait_for(lambda l: any(e.get("event") == "SYNCED" for e in sse_events(l)))

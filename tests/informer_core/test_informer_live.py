@@ -19,7 +19,7 @@ from informer_core.errors import NotFoundError, ResourceExpiredError, Unsupporte
 from informer_core.factory import SharedInformerFactory
 from informer_core.informer import SharedIndexInformer
 from informer_core.labels import parse_selector
-from informer_core.listwatch import ApiListerWatcher
+from informer_core.rest import ApiListerWatcher
 from control_plane.kubeapi import KubeAPI, widget_crd
 from tests.helpers import wait_until
 from tests.informer_core.fakes import RecordingHandler

@@ -9,7 +9,8 @@ import pytest
 
 from informer_core.discovery import Discovery, GroupVersionResource
 from informer_core.errors import APIStatusError, NotFoundError, ResourceExpiredError
-from informer_core.listwatch import ApiListerWatcher, ListOptions
+from informer_core.listwatch import ListOptions
+from informer_core.rest import ApiListerWatcher
 from control_plane.kubeapi import KubeAPI
 
 pytestmark = pytest.mark.cluster

@@ -235,7 +235,7 @@ def test_stop_is_honoured_within_a_second(where):
     stop = threading.Event()
     thread = threading.Thread(target=reflector.run, args=(stop,))
     thread.start()
-    time.sleep(0.3)
+    wait_until(lambda: fake.list_calls)  # listing (blocked), or backing off after its failure
     if where == "watching":
         wait_until(lambda: fake.watch_calls)
     started = time.monotonic()

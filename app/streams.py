@@ -1,0 +1,119 @@
+"""One pipeline for every stream: admission, the first state, the read loop, teardown.
+
+A watch (``?watch=true``) and an event stream (``Accept: text/event-stream``)
+differ only in how they put things into bytes and how a client names where it
+left off; both are a ``StreamEncoder`` (``app.watch``, ``app.sse``) run by
+``open_stream``:
+
+1. admission: a slot of the stream limiter (refused as the encoder says), then
+   the resource's cache, waited for however long its sync takes (a stream
+   never answers 503);
+2. the first state, then the subscription, with no ``await`` in between: on
+   the loop nothing changes the hub meanwhile, so nothing is missed or doubled;
+3. the loop: batches of matching events as they come; the encoder's timer
+   (heartbeats, bookmarks) when idle; the end when the subscriber fell
+   behind, the cache went away, ``timeoutSeconds`` passed or the gateway stops,
+   each with the encoder's last words;
+4. teardown, however the stream ends: unsubscribe, release the slot, count it.
+
+Anything that must hold for every stream (authorization re-checks, per-worker
+behaviour) belongs here, once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from app.cache import ResourceCache
+from app.events import Event, Subscriber
+from app.request import Query
+from app.selection import Selection
+
+__all__ = ["StreamEncoder", "open_stream"]
+
+
+class StreamEncoder(Protocol):
+    """How one kind of stream is written; one instance per stream."""
+
+    name: str  # the metrics label: "watch" or "sse"
+    media_type: str
+    headers: dict[str, str]
+
+    def refuse(self, message: str) -> Response:
+        """The answer when no stream slot is free (or raise a ``StatusError``)."""
+
+    def begin(self, entry: ResourceCache, subscriber: Subscriber) -> tuple[list[bytes], bool]:
+        """The first chunks (state or replay) and whether the stream goes on live."""
+
+    def events(self, batch: list[tuple[Event, str]]) -> bytes:
+        """A batch of live events."""
+
+    def next_tick(self, now: float) -> float | None:
+        """When ``tick`` wants to run next (``None``: never)."""
+
+    def tick(self, now: float, idle: bool) -> bytes | None:
+        """Bytes due at ``now`` (a heartbeat, a bookmark); ``idle``: no batch came."""
+
+    def ended(self, why: str) -> bytes | None:
+        """The last words: ``behind``, ``unloaded`` or ``shutdown``."""
+
+
+async def open_stream(gateway: Any, request: Request, resource: Any, selection: Selection,
+                      query: Query, encoder: StreamEncoder) -> Response:
+    """Admit, load and start a stream on ``resource``; see the module docstring."""
+    settings = gateway.settings
+    client = request.client.host if request.client else ""
+    refusal = gateway.limiter.acquire(client)
+    if refusal is not None:
+        return encoder.refuse(f"too many open streams: {refusal}")
+    try:
+        entry = await gateway.cache.load(resource, wait=None)  # streams wait for the sync
+    except BaseException:
+        gateway.limiter.release(client)
+        raise
+    gateway.metrics.stream_opened(encoder.name)
+    hub = entry.hub
+    subscriber = Subscriber(selection, settings.subscriber_queue, client)
+    first, live = encoder.begin(entry, subscriber)
+    if live:
+        hub.subscribe(subscriber)  # no await since the first state: nothing missed
+    deadline = time.monotonic() + query.timeout_seconds if query.timeout_seconds else None
+    closing = gateway.closing
+
+    async def stream() -> AsyncIterator[bytes]:
+        try:
+            for chunk in first:
+                yield chunk
+            if not live:
+                return
+            while not closing.is_set():
+                now = time.monotonic()
+                waits = [t - now for t in (deadline, encoder.next_tick(now)) if t is not None]
+                batch = await subscriber.next_batch(max(0.0, min(waits)) if waits else None)
+                if batch:
+                    yield encoder.events(batch)
+                if subscriber.overflowed or subscriber.closed:
+                    last = encoder.ended("behind" if subscriber.overflowed else "unloaded")
+                    if last:
+                        yield last
+                    return
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    return
+                due = encoder.tick(now, idle=not batch)
+                if due:
+                    yield due
+            last = encoder.ended("shutdown")
+            if last:
+                yield last
+        finally:
+            hub.unsubscribe(subscriber)
+            gateway.limiter.release(client)
+            gateway.metrics.stream_closed(encoder.name)
+
+    return StreamingResponse(stream(), media_type=encoder.media_type, headers=encoder.headers)

@@ -1,0 +1,81 @@
+"""The public surface, pinned: each package's ``__all__``, and no import reaching past one.
+
+A name a module does not list in ``__all__`` is private to it; production code
+that imports such a name couples itself to an internal detail. Tests may.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGES = ("informer_core", "app", "control_plane")
+
+
+def production_modules() -> list[pathlib.Path]:
+    return sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_every_production_module_declares_its_public_names():
+    missing = [module_name(p) for p in production_modules()
+               if "__all__" not in vars(importlib.import_module(module_name(p)))]
+    assert not missing
+
+
+def test_no_production_import_reaches_past_a_modules_public_names():
+    reaching = []
+    for path in production_modules():
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            if node.module.split(".")[0] not in PACKAGES:
+                continue
+            target = importlib.import_module(node.module)
+            public = set(getattr(target, "__all__", ()))
+            for alias in node.names:
+                if alias.name not in public and not hasattr(
+                        importlib.import_module(node.module), "__path__"):
+                    reaching.append(f"{module_name(path)}: from {node.module} import {alias.name}")
+    assert not reaching, "\n".join(reaching)
+
+
+@pytest.mark.parametrize("package,names", [
+    ("informer_core", [
+        "NAMESPACE_INDEX", "APIResource", "APIStatusError", "ApiListerWatcher", "Delta",
+        "DeletedFinalStateUnknown", "DeltaFIFO", "DeltaType", "Discovery", "FIFOClosedError",
+        "FieldSelector", "GenericInformer", "GenericLister", "GenericNamespaceLister",
+        "GroupVersionResource", "Indexer", "InformerError", "ListOptions", "ListPage",
+        "ListerWatcher", "NotFoundError", "Reflector", "ResourceEventHandler",
+        "ResourceEventHandlerFuncs", "ResourceExpiredError", "Selector", "SelectorError",
+        "SharedIndexInformer", "SharedInformerFactory", "UnsupportedResourceError",
+        "WatchAbortedError", "WatchEvent", "WatchStream", "deletion_handling_meta_namespace_key",
+        "everything", "meta_namespace_index_func", "meta_namespace_key", "parse_field_selector",
+        "parse_selector", "selector_from_set", "split_meta_namespace_key",
+    ]),
+    ("control_plane", ["APIServer", "ClusterUnavailableError", "FakeCluster", "KubeAPI",
+                       "LocalCluster", "User", "free_port", "widget_crd"]),
+    ("app", ["create_app"]),
+])
+def test_package_exports_exactly(package, names):
+    module = importlib.import_module(package)
+    assert sorted(module.__all__) == sorted(names)
+    for name in names:
+        assert hasattr(module, name), name
+
+
+def test_every_library_error_is_at_the_package_root():
+    import informer_core
+    from informer_core import errors
+
+    for name in errors.__all__:
+        assert getattr(informer_core, name) is getattr(errors, name), name
