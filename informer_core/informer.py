@@ -52,7 +52,6 @@ log = logging.getLogger(__name__)
 
 MINIMUM_RESYNC_PERIOD = 1.0
 _POP_TIMEOUT = 0.25
-_POP_TIMEOUT_BEFORE_SYNC = 0.01  # an empty initial list queues nothing to pop: look again soon
 
 
 class ResourceEventHandler(Protocol):
@@ -301,6 +300,23 @@ class _SharedProcessor:
             return len(self._listeners)
 
 
+class _InformerFIFO(DeltaFIFO):
+    """The informer's queue: after a list is in, it checks whether the informer just synced.
+
+    An empty first list queues nothing to pop, so the sync must be noticed where
+    the list arrives (the reflector's thread); a non-empty one is noticed when
+    its last item has been handled (the informer's thread).
+    """
+
+    def __init__(self, on_replaced: Callable[[], None], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._on_replaced = on_replaced
+
+    def replace(self, objs: Any, resource_version: str = "") -> None:
+        super().replace(objs, resource_version)
+        self._on_replaced()
+
+
 # -- the informer ---------------------------------------------------------------------
 
 class SharedIndexInformer:
@@ -425,8 +441,8 @@ class SharedIndexInformer:
             if self._stopped:
                 raise RuntimeError(f"informer {self.name!r} has stopped")
             self._started = True
-            fifo = DeltaFIFO(known_objects=EncodedView(self._indexer),
-                             emit_delta_type_replaced=True)
+            fifo = _InformerFIFO(self._announce_sync_once, known_objects=EncodedView(self._indexer),
+                                 emit_delta_type_replaced=True)
             reflector = Reflector(
                 EncodingListerWatcher(self._lw, self._transform), fifo,
                 resync_period=self._resync_check_period, page_size=self._page_size,
@@ -439,16 +455,15 @@ class SharedIndexInformer:
         reflector_thread.start()
         try:
             while not stop.is_set():
-                self._announce_sync_once()
                 try:
-                    fifo.pop(self.handle_deltas,
-                             timeout=_POP_TIMEOUT if self._sync_announced else _POP_TIMEOUT_BEFORE_SYNC)
+                    fifo.pop(self.handle_deltas, timeout=_POP_TIMEOUT)
                 except TimeoutError:
                     continue
                 except FIFOClosedError:
                     break
                 except Exception:  # noqa: BLE001 - e.g. a failing custom index function
                     log.exception("%s: failed to process deltas", self.name)
+                self._announce_sync_once()  # maybe the initial list's last item was just handled
         finally:
             fifo.close()
             reflector_thread.join()

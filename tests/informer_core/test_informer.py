@@ -237,3 +237,27 @@ def test_run_twice_is_refused_and_stop_ends_every_thread():
     thread.join(2)
     assert not thread.is_alive() and informer.is_stopped()
     wait_until(lambda: set(threading.enumerate()) <= before, message="threads to end")
+
+
+class SyncedRecorder(RecordingHandler):
+    def on_synced(self) -> None:
+        self._rec(("synced",))
+
+
+@pytest.mark.parametrize("initial", [0, 1, 30])
+def test_on_synced_comes_once_right_after_the_initial_list(run_in_thread, initial):
+    fake = FakeListerWatcher([obj(f"o{i:02}") for i in range(initial)])
+    informer = SharedIndexInformer(fake)
+    early = SyncedRecorder()
+    informer.add_event_handler(early)
+    run_in_thread(informer)
+    wait_until(lambda: ("synced",) in early.snapshot(), message="on_synced")
+    late = SyncedRecorder()  # added after the sync: the cached objects, then on_synced
+    informer.add_event_handler(late)
+    fake.create(obj("after"))
+    fake.send_bookmark()
+    for handler in (early, late):
+        wait_until(lambda h=handler: ("add", "after", False) in h.snapshot(), message="a live add")
+        calls = handler.snapshot()
+        assert calls[:initial] == [("add", f"o{i:02}", True) for i in range(initial)]
+        assert calls[initial:] == [("synced",), ("add", "after", False)]
