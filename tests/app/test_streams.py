@@ -85,11 +85,14 @@ def test_watch_with_selector_sends_transitions_as_the_watch_cache(gateway, kube,
         reader.close()
 
 
-def test_bookmarks_when_asked_and_timeout_seconds(gateway, cm_base):
-    started = time.monotonic()
-    reader = LineReader(f"{gateway.url}{cm_base}?watch=true&allowWatchBookmarks=true&timeoutSeconds=3")
-    assert reader.ended(timeout=10)
-    elapsed = time.monotonic() - started
+def test_bookmarks_when_asked_and_timeout_seconds(backend, cm_base):
+    # A gateway of its own: a bookmark names the hub's version, which earlier tests'
+    # bursts of writes may have left naming more than one position (then none is sent).
+    with run_gateway(backend) as gateway:
+        started = time.monotonic()
+        reader = LineReader(f"{gateway.url}{cm_base}?watch=true&allowWatchBookmarks=true&timeoutSeconds=3")
+        assert reader.ended(timeout=10)
+        elapsed = time.monotonic() - started
     assert 2.5 < elapsed < 6
     kinds = [orjson.loads(l)["type"] for l in reader.lines if l.strip()]
     assert kinds.count("BOOKMARK") >= 2

@@ -108,7 +108,9 @@ def test_stop_leaves_no_process_behind(local_cluster):
 
 
 _HOLDER = """
-import sys, time
+import signal, sys, time
+# Ctrl-C's default, even when this suite runs as a background job (which ignores SIGINT)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from control_plane.cluster import LocalCluster
 c = LocalCluster().start()
 print(c.primary.process.pid, c._etcd.pid, c.workdir, flush=True)
