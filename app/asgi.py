@@ -10,6 +10,12 @@ resource path (``/api/<v>/<resource>...``, ``/apis/<g>/<v>/<resource>...``,
 ``app.routers.resources``; operations, discovery and everything else go
 through FastAPI, which keeps its own catch-all for any path left over.
 
+A gateway that does not authorize its callers and listens on loopback answers
+only requests whose ``Host`` names a loopback host: a web page whose DNS name
+was re-pointed at 127.0.0.1 (DNS rebinding) must not read the cluster through
+a developer's gateway, as it could through ``kubectl proxy`` without its
+``--accept-hosts``.
+
 Latency metrics and CORS (when configured) wrap both sides here, once; the hot
 path answers anything unexpected with a ``Status`` 500 (logged) instead of a
 bare error page, as the FastAPI side's exception handler does.
@@ -26,6 +32,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 
 from app.routers.resources import resource_endpoint
+from app.settings import is_loopback
 from app.status import StatusError, status_bytes, status_response
 
 __all__ = ["GatewayApp", "cors_options", "is_resource_path", "route_label"]
@@ -59,9 +66,12 @@ class GatewayApp:
     both sides, so the FastAPI side needs no middleware of its own for either.
     """
 
-    def __init__(self, api: FastAPI, cors_origins: tuple[str, ...] = ()) -> None:
+    def __init__(self, api: FastAPI, cors_origins: tuple[str, ...] = (),
+                 local_only: bool = False) -> None:
         self.api = api
         self.state = api.state
+        self._local_only = local_only
+        self._hosts: dict[bytes, bool] = {}  # Host header -> names a loopback host
         entry: Any = self._dispatch
         if cors_origins:
             entry = CORSMiddleware(entry, **cors_options(cors_origins))
@@ -88,6 +98,20 @@ class GatewayApp:
         await self._entry(scope, receive, timed_send)
 
     async def _dispatch(self, scope: dict, receive: Any, send: Any) -> None:
+        if self._local_only:
+            host = _host_header(scope)
+            allowed = self._hosts.get(host)
+            if allowed is None:
+                allowed = self._hosts[host] = host == b"" or is_loopback(_host_name(host))
+                if len(self._hosts) > 1024:  # hostile variety must not grow memory
+                    self._hosts.clear()
+            if not allowed:
+                await _send_json(send, 403, status_bytes(
+                    403, f"the Host {host.decode('latin-1')[:200]!r} is not a loopback name: this "
+                         f"gateway does not authorize its callers, so it answers only requests "
+                         f"addressed to 127.0.0.1, [::1] or localhost (DNS rebinding protection)",
+                    "Forbidden"))
+                return
         if scope["kcg.route"] == "resource":
             await self._resource(scope, receive, send)
         else:
@@ -115,6 +139,22 @@ class GatewayApp:
             log.exception("unexpected error answering %s %s", scope.get("method"), scope.get("path"))
             if not answered:
                 await _send_json(send, 500, _INTERNAL)
+
+
+def _host_header(scope: dict) -> bytes:
+    for name, value in scope["headers"]:
+        if name == b"host":
+            return value
+    return b""  # HTTP/1.0 without Host: not a browser, so not a rebinding
+
+
+def _host_name(header: bytes) -> str:
+    """The host of a Host header, without its port (``[::1]:8080`` -> ``::1``)."""
+    text = header.decode("latin-1").strip()
+    if text.startswith("["):
+        return text[1:text.find("]")] if "]" in text else text
+    name, colon, port = text.rpartition(":")
+    return name if colon and port.isdigit() else text
 
 
 def route_label(path: str) -> str:

@@ -27,7 +27,7 @@ from app.limits import StreamLimiter
 from app.metrics import Metrics
 from app.routers import discovery, ops
 from app.routers.resources import resource_endpoint
-from app.settings import Settings
+from app.settings import Settings, is_loopback
 from app.status import StatusError, status_response
 from informer_core.factory import SharedInformerFactory
 from informer_core.pages import metadata_transform
@@ -118,7 +118,8 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
     app.router.routes.append(Route("/{path:path}", resource_endpoint, methods=_ALL_METHODS))
     app.add_exception_handler(StatusError, _status_error)
     app.add_exception_handler(Exception, _internal_error)
-    return GatewayApp(app, settings.cors_origins)  # metrics and CORS for every path
+    # Metrics, CORS and the loopback Host check for every path.
+    return GatewayApp(app, settings.cors_origins, local_only=is_loopback(settings.host))
 
 
 async def _status_error(request: Any, exc: StatusError) -> Response:

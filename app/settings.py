@@ -7,11 +7,27 @@ the command line wins over the environment, which wins over the default.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-__all__ = ["Settings", "add_arguments", "settings_from_args"]
+__all__ = ["Settings", "add_arguments", "is_loopback", "settings_from_args"]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or address, maybe ``[bracketed]``) is only reachable locally.
+
+    Only ``localhost`` and loopback addresses count; any other name is taken to
+    be reachable from elsewhere (names can be made to resolve anywhere).
+    """
+    host = host.strip().lower().removeprefix("[").removesuffix("]")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _split(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -44,6 +60,7 @@ class Settings:
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ("secrets",)
     cors_origins: tuple[str, ...] = ()
+    allow_anonymous: bool = False
     # Streams.
     event_ring_size: int = 10_000
     bookmark_interval: float = 60.0
@@ -82,6 +99,9 @@ _HELP = {
     "allow": "resources that may be read, comma-separated (default: all but --deny)",
     "deny": "resources that may never be read; they never get an informer "
             "(default: secrets)",
+    "allow_anonymous": "serve callers the gateway does not authorize on a non-loopback --host "
+                       "(without it, such a gateway refuses to start: anyone who reaches the "
+                       "port could read everything the gateway's own identity can)",
     "cors_origins": "origins allowed to read through browsers (CORS), comma-separated, "
                     "or * (default: none)",
     "event_ring_size": "change events kept per resource for resuming streams",
@@ -157,6 +177,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         path = getattr(settings, name)
         if path and not os.path.isfile(path):
             raise ValueError(f"--{name.replace('_', '-')}: no such file: {path}")
+    if not is_loopback(settings.host) and not settings.allow_anonymous:
+        raise ValueError(
+            f"--host {settings.host} is not a loopback address, and this gateway does not "
+            f"authorize its callers: anyone who reaches the port could read everything its "
+            f"Kubernetes identity can. Listen on 127.0.0.1, or give --allow-anonymous "
+            f"(KCG_ALLOW_ANONYMOUS=true) if a network policy or proxy in front restricts access.")
     if settings.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ValueError("--log-level must be debug, info, warning or error")
     return settings

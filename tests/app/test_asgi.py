@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from app.asgi import GatewayApp, is_resource_path, route_label
 from app.metrics import Metrics
+from tests.app.conftest import run_gateway
 
 
 @pytest.mark.parametrize("path, expected", [
@@ -69,3 +70,25 @@ def test_a_resource_request_before_start_up_is_a_503_status():
     answer = _get(GatewayApp(FastAPI()), "/api/v1/pods")
     assert answer.status_code == 503
     assert orjson.loads(answer.content)["reason"] == "ServiceUnavailable"
+
+
+@pytest.mark.parametrize("path", ["/core/v1/namespaces/demo-shop/configmaps", "/api", "/api/v1",
+                                  "/version", "/healthz", "/metrics", "/nowhere"])
+def test_a_loopback_gateway_refuses_requests_addressed_to_other_hosts(gateway, path):
+    port = gateway.settings.port
+    for host in ("evil.example.com", f"evil.example.com:{port}", f"10.0.0.5:{port}",
+                 f"localhost.evil.example.com:{port}"):
+        refused = httpx.get(gateway.url + path, headers={"Host": host})
+        assert refused.status_code == 403, (host, refused.text)
+        status = refused.json()
+        assert status["kind"] == "Status" and status["reason"] == "Forbidden"
+        assert "DNS rebinding" in status["message"]
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost", f"[::1]:{port}"):
+        assert httpx.get(gateway.url + path, headers={"Host": host}).status_code != 403, host
+
+
+def test_a_gateway_allowed_to_serve_anonymously_elsewhere_accepts_any_host(backend, demo):
+    with run_gateway(backend, host="0.0.0.0", allow_anonymous=True) as gw:  # still bound to loopback
+        got = httpx.get(f"{gw.url}/core/v1/namespaces/demo-shop/configmaps",
+                        headers={"Host": "gateway.example.com"})
+        assert got.status_code == 200

@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from app.cli import build_parser
-from app.settings import Settings, add_arguments, settings_from_args
+from app.cli import build_parser, main
+from app.settings import Settings, add_arguments, is_loopback, settings_from_args
 
 
 def parse(argv, monkeypatch=None, env=None):
@@ -56,3 +56,28 @@ def test_cli_help_explains_every_flag(capsys):
     for flag in ("--kubeconfig", "--context", "--namespace", "--prewarm", "--sync-timeout",
                  "--resync-period", "--log-level", "--log-json", "--deny", "KCG_PORT"):
         assert flag in out
+
+
+@pytest.mark.parametrize("host,loopback", [
+    ("127.0.0.1", True), ("127.0.0.2", True), ("::1", True), ("[::1]", True), ("localhost", True),
+    ("LocalHost", True), ("app.localhost", True), ("0.0.0.0", False), ("::", False),
+    ("10.0.0.5", False), ("gateway.example.com", False), ("localhost.example.com", False), ("", False),
+])
+def test_loopback_hosts(host, loopback):
+    assert is_loopback(host) is loopback
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.0.0.5", "gateway.internal"])
+def test_a_non_loopback_host_is_refused_without_allow_anonymous(host, monkeypatch):
+    with pytest.raises(ValueError, match="--allow-anonymous") as refused:
+        parse(["--host", host])
+    assert "anyone who reaches the port" in str(refused.value)
+    assert parse(["--host", host, "--allow-anonymous"]).allow_anonymous
+    assert parse(["--host", host], monkeypatch, {"KCG_ALLOW_ANONYMOUS": "true"}).host == host
+    assert parse(["--host", "::1"]).host == "::1"
+
+
+def test_serve_on_a_non_loopback_host_exits_2_saying_why(capsys):
+    assert main(["serve", "--host", "0.0.0.0"]) == 2
+    err = capsys.readouterr().err
+    assert "not a loopback address" in err and "--allow-anonymous" in err
