@@ -67,7 +67,7 @@ class RunningGateway:
         key = object_key(meta.get("namespace"), meta["name"])
         for entry in self.gateway.cache.entries().values():
             if entry.resource.kind == obj["kind"]:
-                found = entry.indexer.get_encoded_by_key(key)
+                found = entry.hub.view.get(key)  # the hub: what lists' versions and streams follow
                 return found is not None and \
                     int(found.resource_version) >= int(meta["resourceVersion"])
         return True

@@ -147,7 +147,8 @@ def test_official_python_client_watch_streams_changes_and_resumes(gateway, kube,
     try:
         core = k8s.CoreV1Api(api)
         base = f"/api/v1/namespaces/{namespace}/configmaps"
-        kube.create(base, {"metadata": {"name": "before"}})
+        # Listed only once the gateway's hub has it: its list version must cover "before".
+        gateway.wait_seen(kube.create(base, {"metadata": {"name": "before"}}))
         listed = core.list_namespaced_config_map(namespace)
         while not listed.items:
             time.sleep(0.05)
