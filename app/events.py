@@ -157,10 +157,9 @@ class Subscriber:
             self._queue.append((event, kind))
         self._wakeup.set()
 
-    def push_many(self, items: Iterable[tuple[Event, str]]) -> None:
-        """Queue replayed events (already transitioned), ignoring the bound."""
-        self._queue.extend(items)
-        self._wakeup.set()
+    def replay(self, events: Iterable[Event]) -> list[tuple[Event, str]]:
+        """Return what earlier ``events`` mean to this subscriber (a resume), as ``transition``."""
+        return [(e, kind) for e in events if (kind := self.transition(e)) is not None]
 
     async def next_batch(self, timeout: float | None) -> list[tuple[Event, str]]:
         """Wait up to ``timeout`` for events; return what is queued (maybe nothing)."""

@@ -79,13 +79,9 @@ class SSEEncoder:
         last_id = self._last_id
         replay = hub.events_after_id(last_id) if last_id else None
         if replay is not None:
-            parts: list[bytes] = []
-            for event in replay:
-                kind = subscriber.transition(event)
-                if kind is not None:
-                    parts.extend(event.frame_parts(kind, "sse"))
-            if parts:
-                first.append(b"".join(parts))
+            missed = subscriber.replay(replay)
+            if missed:
+                first.append(self.events(missed))
             return first, True
         if last_id:
             first.append(b"event: RESET\ndata: " + orjson.dumps(

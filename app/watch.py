@@ -65,8 +65,8 @@ class WatchEncoder:
         if events is None:
             return [_error_line(410, f"too old resource version: {version} ({hub.base_rv})",
                                 "Expired")], False
-        replay = [(e, k) for e in events if (k := subscriber.transition(e)) is not None]
-        return ([self.events(replay)] if replay else []), True
+        missed = subscriber.replay(events)
+        return ([self.events(missed)] if missed else []), True
 
     def next_tick(self, now: float) -> float | None:
         return self._next_bookmark

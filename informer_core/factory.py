@@ -29,7 +29,7 @@ from informer_core.discovery import APIResource, Discovery, GroupVersionResource
 from informer_core.errors import NotFoundError, UnsupportedResourceError
 from informer_core.informer import SharedIndexInformer
 from informer_core.lister import GenericLister
-from informer_core.listwatch import ListerWatcher, ListOptions, ListPage, WatchStream
+from informer_core.listwatch import ListerWatcher, ListOptions, ListPage, WatchStream, tweaked
 from informer_core.rest import ApiListerWatcher
 
 __all__ = ["GenericInformer", "GroupVersionResource", "ListerWatcherFunc", "NotFoundError",
@@ -323,16 +323,11 @@ class _TweakedListerWatcher:
         self._inner = inner
         self._tweak = tweak
 
-    def _tweaked(self, options: ListOptions) -> ListOptions:
-        options = ListOptions(**vars(options))
-        self._tweak(options)
-        return options
-
     def list(self, options: ListOptions) -> ListPage:
-        return self._inner.list(self._tweaked(options))
+        return self._inner.list(tweaked(options, self._tweak))
 
     def watch(self, options: ListOptions) -> WatchStream:
-        return self._inner.watch(self._tweaked(options))
+        return self._inner.watch(tweaked(options, self._tweak))
 
     def abort(self) -> None:
         abort = getattr(self._inner, "abort", None)

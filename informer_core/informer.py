@@ -500,6 +500,8 @@ class SharedIndexInformer:
         if self._sync_announced or not self.has_synced():
             return
         with self._block_deltas:
+            if self._sync_announced:  # the reflector's and the informer's thread may both get here
+                return
             self._sync_announced = True
             self._processor.distribute(_Notification("synced", None), sync=False)
 

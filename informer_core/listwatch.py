@@ -7,7 +7,7 @@ that injects faults).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -20,6 +20,7 @@ __all__ = [
     "WatchEvent",
     "WatchStream",
     "status_error",
+    "tweaked",
 ]
 
 
@@ -58,6 +59,15 @@ class ListOptions:
         if self.allow_watch_bookmarks:
             query["allowWatchBookmarks"] = "true"
         return query
+
+
+def tweaked(options: ListOptions, tweak: Callable[[ListOptions], None] | None) -> ListOptions:
+    """Return ``options`` as ``tweak`` changes them, on a copy (``options`` itself stays)."""
+    if tweak is None:
+        return options
+    options = ListOptions(**vars(options))
+    tweak(options)
+    return options
 
 
 class ListPage(NamedTuple):

@@ -27,7 +27,14 @@ from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
 from informer_core.errors import WatchAbortedError
 from informer_core.gcpause import paused_gc
-from informer_core.listwatch import ListOptions, ListPage, WatchEvent, WatchStream, status_error
+from informer_core.listwatch import (
+    ListOptions,
+    ListPage,
+    WatchEvent,
+    WatchStream,
+    status_error,
+    tweaked,
+)
 
 __all__ = ["ApiListerWatcher", "RawClient"]
 
@@ -300,7 +307,7 @@ class ApiListerWatcher:
         Raises:
             The same as ``list``.
         """
-        options = self._tweaked(options)
+        options = tweaked(options, self._tweak)
         call = self._client.new_call()
         response = self._open(call, options.to_query(), _LIST_READ_TIMEOUT)
         try:
@@ -339,7 +346,7 @@ class ApiListerWatcher:
         Raises:
             ResourceExpiredError, APIStatusError, ConnectionError: as ``list``.
         """
-        options = self._tweaked(options)
+        options = tweaked(options, self._tweak)
         read_timeout = (options.timeout_seconds or 600) + _WATCH_READ_MARGIN
         call = self._client.new_call()
         response = self._open(call, options.to_query(watch=True), read_timeout)
@@ -359,13 +366,6 @@ class ApiListerWatcher:
             call.abort()
 
     # -- internals --------------------------------------------------------------
-
-    def _tweaked(self, options: ListOptions) -> ListOptions:
-        if self._tweak is None:
-            return options
-        options = ListOptions(**vars(options))
-        self._tweak(options)
-        return options
 
     def _forget(self, call: _Call) -> None:
         with self._lock:
