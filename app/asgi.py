@@ -16,7 +16,13 @@ was re-pointed at 127.0.0.1 (DNS rebinding) must not read the cluster through
 a developer's gateway, as it could through ``kubectl proxy`` without its
 ``--accept-hosts``.
 
-Latency metrics and CORS (when configured) wrap both sides here, once; the hot
+A gateway that authorizes its callers (``--authz kubernetes``) authenticates
+every request here but the open probes (``/healthz``, ``/livez``,
+``/readyz``), before anything else — 401 comes first, as from the API server
+— and authorizes ``get`` on any path that is not a resource path (discovery,
+``/version``, ``/metrics``): ``app.authz`` decides, this only asks.
+
+Latency metrics, the access log and CORS (when configured) wrap both sides here, once; the hot
 path answers anything unexpected with a ``Status`` 500 (logged) instead of a
 bare error page, as the FastAPI side's exception handler does.
 """
@@ -31,6 +37,7 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 
+from app.access_log import AccessLog
 from app.routers.resources import resource_endpoint
 from app.settings import is_loopback
 from app.status import StatusError, status_bytes, status_response
@@ -39,6 +46,7 @@ __all__ = ["GatewayApp", "cors_options", "is_resource_path", "route_label"]
 
 log = logging.getLogger(__name__)
 
+_OPEN = frozenset({"/healthz", "/livez", "/readyz"})  # probes: no credentials needed
 _INTERNAL = status_bytes(500, "internal error", "InternalError")
 _NOT_READY = status_bytes(503, "the gateway is starting", "ServiceUnavailable")
 
@@ -67,10 +75,13 @@ class GatewayApp:
     """
 
     def __init__(self, api: FastAPI, cors_origins: tuple[str, ...] = (),
-                 local_only: bool = False) -> None:
+                 local_only: bool = False, access_log: bool = False,
+                 authenticates: bool = False) -> None:
         self.api = api
         self.state = api.state
         self._local_only = local_only
+        self._authenticates = authenticates
+        self.access_log = AccessLog() if access_log else None
         self._hosts: dict[bytes, bool] = {}  # Host header -> names a loopback host
         entry: Any = self._dispatch
         if cors_origins:
@@ -89,10 +100,14 @@ class GatewayApp:
             return
         started = time.perf_counter()
         latency = gateway.metrics.latency_for
+        access_log = self.access_log
 
         async def timed_send(message: dict) -> None:
             if message["type"] == "http.response.start":
-                latency(route, message["status"]).observe(time.perf_counter() - started)
+                took = time.perf_counter() - started
+                latency(route, message["status"]).observe(took)
+                if access_log is not None:
+                    access_log.write(scope, message["status"], took)
             await send(message)
 
         await self._entry(scope, receive, timed_send)
@@ -112,7 +127,19 @@ class GatewayApp:
                          f"addressed to 127.0.0.1, [::1] or localhost (DNS rebinding protection)",
                     "Forbidden"))
                 return
-        if scope["kcg.route"] == "resource":
+        route = scope["kcg.route"]
+        if self._authenticates and route not in _OPEN:
+            gateway = getattr(self.state, "gateway", None)
+            if gateway is not None:
+                try:
+                    if route == "resource":
+                        await gateway.authorization.authenticate(scope)
+                    else:
+                        await gateway.authorization.authorize_path(scope, scope["path"])
+                except StatusError as error:
+                    await status_response(error)(scope, receive, send)
+                    return
+        if route == "resource":
             await self._resource(scope, receive, send)
         else:
             await self.api(scope, receive, send)

@@ -1,12 +1,21 @@
 """The one authorization point every request and every stream passes.
 
-``Authorization.authorize`` is called by every resource route — lists, gets,
-watches and event streams alike — before any informer is touched, so a
-denied resource never gets an informer. Today it asks the ``ResourcePolicy``
-(allow and deny lists; ``secrets`` denied by default). Per-caller checks
-through the API server's own RBAC (TokenReview + SubjectAccessReview, cached)
-plug in as one more ``Authorizer`` in the chain: each receives the request
-(for its credentials) and a complete description of the access.
+``Authorization`` decides, in this order, for every request:
+
+1. who is asking (``authenticate``): nobody in particular with ``--authz
+   none``; with ``--authz kubernetes`` the bearer token's owner, maybe
+   impersonating someone (``app.delegated``) — 401 before anything else, as
+   the API server answers;
+2. for a resource path, the ``ResourcePolicy`` (allow and deny lists;
+   ``secrets`` denied by default), then the caller's own rights for the
+   ``Access`` (``authorize``), before any informer is touched, so a denied
+   resource never gets one; for any other path but the open probes, ``get``
+   on the path (``authorize_path``: discovery, ``/version``, ``/metrics``);
+3. for a stream, again whenever the decision it was opened with expires
+   (``reauthorize``).
+
+Every allowed access is a ``Grant`` that says until when it holds. What was
+decided is left in the request's scope for the access log.
 
 Discovery is not authorization: discovery documents list denied resources too,
 as the API server lists resources a caller cannot read.
@@ -14,12 +23,21 @@ as the API server lists resources a caller cannot read.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol
+import math
+from typing import Any, NamedTuple
 
+from app.delegated import Attributes, DelegatedAuth, Identity
+from app.identity import Credentials, credentials_from_scope
 from app.status import forbidden
 from informer_core.discovery import APIResource
 
-__all__ = ["Access", "Authorization", "Authorizer", "ResourcePolicy"]
+__all__ = ["ACCESS", "DENIED", "IDENTITY", "Access", "Authorization", "Grant", "ResourcePolicy",
+           "attributes"]
+
+# The scope keys where a request's decisions are left (read by the access log).
+IDENTITY = "kcg.identity"
+ACCESS = "kcg.access"
+DENIED = "kcg.denied"
 
 
 class Access(NamedTuple):
@@ -34,12 +52,6 @@ class Access(NamedTuple):
         what = self.resource.resource + (f".{self.resource.group}" if self.resource.group else "")
         where = f' in the namespace "{self.namespace}"' if self.namespace else ""
         return f"{self.verb} {what}{where}"
-
-
-class Authorizer(Protocol):
-    """Decides one access; raises a 403 ``StatusError`` to deny it."""
-
-    async def authorize(self, request: Any, access: Access) -> None: ...
 
 
 def _matches(entry: str, resource: APIResource) -> bool:
@@ -81,7 +93,8 @@ class ResourcePolicy:
             return False
         return not self.allow or any(_matches(e, resource) for e in self.allow)
 
-    async def authorize(self, request: Any, access: Access) -> None:
+    def check(self, access: Access) -> None:
+        """Raise a 403 ``StatusError`` unless the policy lets ``access.resource`` be served."""
         if not self.permits(access.resource):
             res = access.resource
             raise forbidden(
@@ -90,13 +103,84 @@ class ResourcePolicy:
                 resource=res.resource, name=access.name or "", group=res.group)
 
 
+class Grant(NamedTuple):
+    """An allowed access: what, by whom, and until when the decision holds."""
+
+    access: Access
+    identity: Identity | None = None  # None: callers are not authenticated (--authz none)
+    credentials: Credentials | None = None
+    expires: float = math.inf  # monotonic; a stream re-checks at this time
+
+
+def attributes(access: Access) -> Attributes:
+    """The ``SubjectAccessReview`` attributes the API server would build for ``access``."""
+    res = access.resource
+    return Attributes(access.verb, res.resource, res.group, res.version,
+                      access.namespace or "", access.name or "")
+
+
 class Authorization:
-    """The chain of authorizers; all must agree. The single point of decision."""
+    """The policy, then (with ``--authz kubernetes``) the caller's rights. The single point."""
 
-    def __init__(self, *authorizers: Authorizer) -> None:
-        self.authorizers = list(authorizers)
+    def __init__(self, policy: ResourcePolicy, delegated: DelegatedAuth | None = None) -> None:
+        self.policy = policy
+        self.delegated = delegated
 
-    async def authorize(self, request: Any, access: Access) -> None:
-        """Allow ``access`` or raise a 403 ``StatusError``."""
-        for authorizer in self.authorizers:
-            await authorizer.authorize(request, access)
+    @property
+    def authenticates(self) -> bool:
+        """Whether callers are authenticated (``--authz kubernetes``)."""
+        return self.delegated is not None
+
+    async def authenticate(self, scope: dict) -> Identity | None:
+        """Who asks (cached in the scope); ``None`` when callers are not authenticated.
+
+        Raises:
+            StatusError: 400 for malformed impersonation, 401, 403 for a refused
+                impersonation, 503 when the API server cannot be asked.
+        """
+        if self.delegated is None:
+            return None
+        identity = scope.get(IDENTITY)
+        if identity is None:
+            credentials = scope["kcg.credentials"] = credentials_from_scope(scope)
+            identity = scope[IDENTITY] = await self.delegated.authenticate(credentials)
+        return identity
+
+    async def authorize(self, request: Any, access: Access) -> Grant:
+        """Allow ``access`` (returning its ``Grant``) or raise a 403 ``StatusError``.
+
+        ``request`` is the request or its scope (``None`` without authentication).
+        """
+        scope = getattr(request, "scope", request)
+        if scope is not None:
+            scope[ACCESS] = access
+        try:
+            self.policy.check(access)
+            if self.delegated is None:
+                return Grant(access)
+            identity = await self.authenticate(scope)
+            until = await self.delegated.check(identity.user, attributes(access))
+        except Exception as exc:
+            if scope is not None:
+                scope[DENIED] = exc
+            raise
+        return Grant(access, identity, scope["kcg.credentials"], min(until, identity.expires))
+
+    async def authorize_path(self, scope: dict, path: str) -> None:
+        """Allow ``get`` on a non-resource ``path`` for the caller, or raise 401/403."""
+        if self.delegated is None:
+            return
+        try:
+            identity = await self.authenticate(scope)
+            await self.delegated.check(identity.user, Attributes("get", path=path))
+        except Exception as exc:
+            scope[DENIED] = exc
+            raise
+
+    async def reauthorize(self, grant: Grant) -> Grant:
+        """The same access checked again (a stream's decision expired): a new grant, or 401/403."""
+        if self.delegated is None or grant.credentials is None:
+            return grant
+        identity = await self.delegated.authenticate(grant.credentials)
+        until = await self.delegated.check(identity.user, attributes(grant.access))
+        return grant._replace(identity=identity, expires=min(until, identity.expires))

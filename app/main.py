@@ -23,9 +23,11 @@ from starlette.routing import Route
 from app.asgi import GatewayApp
 from app.authz import Authorization, ResourcePolicy
 from app.cache import GatewayCache
+from app.delegated import DelegatedAuth
 from app.limits import StreamLimiter
 from app.metrics import Metrics
 from app.routers import discovery, ops
+from app.reviews import ApiReviewer, Reviewer
 from app.routers.resources import resource_endpoint
 from app.settings import Settings, is_loopback
 from app.status import StatusError, status_response
@@ -51,11 +53,12 @@ def strip_managed_fields(obj: dict) -> dict:
 class Gateway:
     """Everything one gateway process holds; ``app.state.gateway``."""
 
-    def __init__(self, settings: Settings, factory: SharedInformerFactory) -> None:
+    def __init__(self, settings: Settings, factory: SharedInformerFactory,
+                 reviewer: Reviewer | None = None) -> None:
         self.settings = settings
         self.cache = GatewayCache(settings, factory)
         self.policy = ResourcePolicy(settings.allow, settings.deny)
-        self.authorization = Authorization(self.policy)
+        self.authorization = Authorization(self.policy, _delegated(settings, factory, reviewer))
         self.limiter = StreamLimiter(settings.max_streams, settings.max_streams_per_client)
         self.metrics = Metrics(self.cache.entries)
         self.closing = asyncio.Event()
@@ -76,6 +79,17 @@ class Gateway:
         await self.cache.close()
 
 
+def _delegated(settings: Settings, factory: SharedInformerFactory,
+               reviewer: Reviewer | None) -> DelegatedAuth | None:
+    """With ``--authz kubernetes``: reviews by the API server the factory reads from."""
+    if settings.authz != "kubernetes":
+        return None
+    return DelegatedAuth(
+        reviewer or ApiReviewer(factory.api_client), settings.authn_audiences,
+        token_ttl=settings.authn_cache_ttl, allow_ttl=settings.authz_cache_ttl,
+        deny_ttl=settings.authz_deny_cache_ttl, max_entries=settings.authz_cache_size)
+
+
 def build_factory(settings: Settings, api_client: Any = None, **seams: Any) -> SharedInformerFactory:
     """A factory configured from settings (managedFields stripped unless kept).
 
@@ -89,20 +103,22 @@ def build_factory(settings: Settings, api_client: Any = None, **seams: Any) -> S
 
 
 def create_app(settings: Settings | None = None, factory: SharedInformerFactory | None = None,
-               api_client: Any = None) -> GatewayApp:
+               api_client: Any = None, reviewer: Reviewer | None = None) -> GatewayApp:
     """Build the gateway application.
 
     Args:
         settings: the gateway's settings (defaults if ``None``).
         factory: the informer factory to serve from; built from ``api_client``
             (or the default kube configuration) if ``None``.
+        reviewer: who answers token and access reviews with ``--authz
+            kubernetes`` (default: the API server the factory reads from).
     """
     settings = settings or Settings()
     factory = factory or build_factory(settings, api_client)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        gateway = Gateway(settings, factory)
+        gateway = Gateway(settings, factory, reviewer)
         app.state.gateway = gateway
         await gateway.start()
         try:
@@ -118,8 +134,10 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
     app.router.routes.append(Route("/{path:path}", resource_endpoint, methods=_ALL_METHODS))
     app.add_exception_handler(StatusError, _status_error)
     app.add_exception_handler(Exception, _internal_error)
-    # Metrics, CORS and the loopback Host check for every path.
-    return GatewayApp(app, settings.cors_origins, local_only=is_loopback(settings.host))
+    # Metrics, CORS, authentication and the loopback Host check for every path.
+    return GatewayApp(app, settings.cors_origins,
+                      local_only=settings.authz == "none" and is_loopback(settings.host),
+                      access_log=settings.access_log, authenticates=settings.authz == "kubernetes")
 
 
 async def _status_error(request: Any, exc: StatusError) -> Response:

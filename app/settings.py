@@ -61,6 +61,14 @@ class Settings:
     deny: tuple[str, ...] = ("secrets",)
     cors_origins: tuple[str, ...] = ()
     allow_anonymous: bool = False
+    authz: str = "none"
+    authn_audiences: tuple[str, ...] = ()
+    authn_cache_ttl: float = 120.0
+    authz_cache_ttl: float = 300.0
+    authz_deny_cache_ttl: float = 30.0
+    authz_cache_size: int = 10_000
+    namespace_partitioned_lists: bool = False
+    access_log: bool = False
     # Streams.
     event_ring_size: int = 10_000
     bookmark_interval: float = 60.0
@@ -102,6 +110,23 @@ _HELP = {
     "allow_anonymous": "serve callers the gateway does not authorize on a non-loopback --host "
                        "(without it, such a gateway refuses to start: anyone who reaches the "
                        "port could read everything the gateway's own identity can)",
+    "authz": "who may read what: none (every caller reads what the gateway's own identity "
+             "can; loopback only unless --allow-anonymous) or kubernetes (each caller's bearer "
+             "token is reviewed by the API server - TokenReview - and each access authorized "
+             "by the cluster's RBAC - SubjectAccessReview - cached)",
+    "authn_audiences": "audiences a caller's token must be meant for (TokenReview "
+                       "spec.audiences), comma-separated (default: the API server's own)",
+    "authn_cache_ttl": "seconds a token's review is kept (never past the token's expiry)",
+    "authz_cache_ttl": "seconds an allowed access is kept before it is reviewed again "
+                       "(open streams are re-authorized then)",
+    "authz_deny_cache_ttl": "seconds a denied access (or rejected token) is kept",
+    "authz_cache_size": "most token reviews, and most access decisions, kept at once",
+    "namespace_partitioned_lists": "answer a cluster-wide list, watch or stream by a caller "
+                                   "who may list the resource only in some namespaces with "
+                                   "those namespaces' objects, instead of 403 (the API server "
+                                   "answers 403)",
+    "access_log": "write one JSON line per request: who (after impersonation), what, the "
+                  "decision and the answer's status",
     "cors_origins": "origins allowed to read through browsers (CORS), comma-separated, "
                     "or * (default: none)",
     "event_ring_size": "change events kept per resource for resuming streams",
@@ -177,11 +202,23 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         path = getattr(settings, name)
         if path and not os.path.isfile(path):
             raise ValueError(f"--{name.replace('_', '-')}: no such file: {path}")
-    if not is_loopback(settings.host) and not settings.allow_anonymous:
+    if settings.authz not in ("none", "kubernetes"):
+        raise ValueError(f"--authz must be none or kubernetes, not {settings.authz!r}")
+    for name in ("authn_cache_ttl", "authz_cache_ttl", "authz_deny_cache_ttl"):
+        if getattr(settings, name) < 0:
+            raise ValueError(f"--{name.replace('_', '-')} must not be negative")
+    if settings.authz_cache_size <= 0:
+        raise ValueError("--authz-cache-size must be positive")
+    if settings.namespace_partitioned_lists and settings.authz != "kubernetes":
+        raise ValueError("--namespace-partitioned-lists needs --authz kubernetes (it partitions "
+                         "by what each caller may list)")
+    if (settings.authz == "none" and not is_loopback(settings.host)
+            and not settings.allow_anonymous):
         raise ValueError(
-            f"--host {settings.host} is not a loopback address, and this gateway does not "
-            f"authorize its callers: anyone who reaches the port could read everything its "
-            f"Kubernetes identity can. Listen on 127.0.0.1, or give --allow-anonymous "
+            f"--host {settings.host} is not a loopback address, and with --authz none this "
+            f"gateway does not authorize its callers: anyone who reaches the port could read "
+            f"everything its Kubernetes identity can. Give --authz kubernetes (each caller "
+            f"authorized by the cluster's RBAC), listen on 127.0.0.1, or give --allow-anonymous "
             f"(KCG_ALLOW_ANONYMOUS=true) if a network policy or proxy in front restricts access.")
     if settings.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ValueError("--log-level must be debug, info, warning or error")

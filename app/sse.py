@@ -29,7 +29,7 @@ from starlette.responses import Response, StreamingResponse
 
 from app.cache import ResourceCache
 from app.events import Event, Subscriber
-from app.status import status_body
+from app.status import StatusError, status_body
 
 __all__ = ["SSEEncoder"]
 
@@ -111,3 +111,6 @@ class SSEEncoder:
 
     def ended(self, why: str) -> bytes | None:
         return _error_frame(*_LAST_WORDS[why])
+
+    def refused(self, error: StatusError) -> bytes:
+        return b"event: ERROR\ndata: " + orjson.dumps(error.body()) + b"\n\n"

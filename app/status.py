@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 _REASONS = {
-    400: "BadRequest", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
+    400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
     406: "NotAcceptable", 410: "Expired", 413: "RequestEntityTooLarge", 414: "RequestURITooLong",
     429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout",
 }

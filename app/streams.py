@@ -11,17 +11,22 @@ left off; both are a ``StreamEncoder`` (``app.watch``, ``app.sse``) run by
 2. the first state, then the subscription, with no ``await`` in between: on
    the loop nothing changes the hub meanwhile, so nothing is missed or doubled;
 3. the loop: batches of matching events as they come; the encoder's timer
-   (heartbeats, bookmarks) when idle; the end when the subscriber fell
-   behind, the cache went away, ``timeoutSeconds`` passed or the gateway stops,
-   each with the encoder's last words;
+   (heartbeats, bookmarks) when idle; the access checked again whenever the
+   decision it was granted on expires (``Authorization.reauthorize``); the end
+   when the subscriber fell behind, the cache went away, the caller lost the
+   right to watch (an ``ERROR`` with the 401 or 403 ``Status``, and no resume
+   into data they may not read), ``timeoutSeconds`` passed or the gateway
+   stops, each with the encoder's last words;
 4. teardown, however the stream ends: unsubscribe, release the slot, count it.
 
 Anything that must hold for every stream (authorization re-checks, per-worker
-behaviour) belongs here, once.
+behaviour) belongs here, once. A re-check that cannot be made (the API server
+does not answer) ends the stream too: it fails closed.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
@@ -29,10 +34,12 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from app.authz import Grant
 from app.cache import ResourceCache
 from app.events import Event, Subscriber
 from app.request import Query
 from app.selection import Selection
+from app.status import StatusError
 
 __all__ = ["StreamEncoder", "open_stream"]
 
@@ -62,10 +69,14 @@ class StreamEncoder(Protocol):
     def ended(self, why: str) -> bytes | None:
         """The last words: ``behind``, ``unloaded`` or ``shutdown``."""
 
+    def refused(self, error: StatusError) -> bytes:
+        """The last words when the caller may no longer read: an ``ERROR`` with ``error``."""
 
-async def open_stream(gateway: Any, request: Request, resource: Any, selection: Selection,
+
+async def open_stream(gateway: Any, request: Request, grant: Grant, selection: Selection,
                       query: Query, encoder: StreamEncoder) -> Response:
-    """Admit, load and start a stream on ``resource``; see the module docstring."""
+    """Admit, load and start a stream of ``grant.access``; see the module docstring."""
+    resource = grant.access.resource
     settings = gateway.settings
     client = request.client.host if request.client else ""
     refusal = gateway.limiter.acquire(client)
@@ -84,8 +95,10 @@ async def open_stream(gateway: Any, request: Request, resource: Any, selection: 
         hub.subscribe(subscriber)  # no await since the first state: nothing missed
     deadline = time.monotonic() + query.timeout_seconds if query.timeout_seconds else None
     closing = gateway.closing
+    authorization = gateway.authorization
 
     async def stream() -> AsyncIterator[bytes]:
+        granted = grant
         try:
             for chunk in first:
                 yield chunk
@@ -93,7 +106,14 @@ async def open_stream(gateway: Any, request: Request, resource: Any, selection: 
                 return
             while not closing.is_set():
                 now = time.monotonic()
-                waits = [t - now for t in (deadline, encoder.next_tick(now)) if t is not None]
+                if now >= granted.expires:
+                    try:
+                        granted = await authorization.reauthorize(granted)
+                    except StatusError as error:
+                        yield encoder.refused(error)
+                        return
+                waits = [t - now for t in (deadline, encoder.next_tick(now), granted.expires)
+                         if t is not None and t != math.inf]
                 batch = await subscriber.next_batch(max(0.0, min(waits)) if waits else None)
                 if batch:
                     yield encoder.events(batch)

@@ -81,6 +81,9 @@ class WatchEncoder:
     def ended(self, why: str) -> bytes | None:
         return None  # too slow, gone or stopping: the client re-watches from its last version
 
+    def refused(self, error: StatusError) -> bytes:
+        return orjson.dumps({"type": "ERROR", "object": error.body()}) + b"\n"
+
     # -- bytes -------------------------------------------------------------------------
 
     def events(self, batch: list[tuple[Event, str]]) -> bytes:

@@ -17,6 +17,7 @@ versions answer 410 Gone.
 from __future__ import annotations
 
 import atexit
+import base64
 import ctypes
 import json
 import os
@@ -37,7 +38,9 @@ from pathlib import Path
 from control_plane.binaries import Binaries, ensure_binaries
 from control_plane.errors import ClusterUnavailableError
 
-__all__ = ["APIServer", "LocalCluster", "User", "free_port"]
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc"
+
+__all__ = ["SERVICE_ACCOUNT_ISSUER", "APIServer", "LocalCluster", "User", "free_port"]
 
 _PR_SET_PDEATHSIG = 1
 _READY_TIMEOUT = 90.0
@@ -235,7 +238,7 @@ class LocalCluster:
             f"--cert-dir={server.cert_dir}",
             f"--token-auth-file={self.workdir / 'tokens.csv'}",
             "--authorization-mode=RBAC",
-            "--service-account-issuer=https://kubernetes.default.svc",
+            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
             f"--service-account-key-file={self.workdir / 'sa.key'}",
             f"--service-account-signing-key-file={self.workdir / 'sa.key'}",
             "--service-cluster-ip-range=10.0.0.0/24",
@@ -369,6 +372,33 @@ class LocalCluster:
         }
         path.write_text(json.dumps(config, indent=2))
         return path
+
+    def sign_token(self, claims: dict) -> str:
+        """A JWT with ``claims``, signed with the ServiceAccount signing key (RS256).
+
+        For tokens the TokenRequest API will not issue: one that expires in
+        seconds, or one that has already expired.
+        """
+        assert self.workdir is not None
+
+        def b64(data: bytes) -> str:
+            return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+        signing_input = (b64(json.dumps({"alg": "RS256", "typ": "JWT"}).encode()) + "."
+                         + b64(json.dumps(claims).encode()))
+        proc = subprocess.run(["openssl", "dgst", "-sha256", "-sign", str(self.workdir / "sa.key")],
+                              input=signing_input.encode(), capture_output=True, check=True)
+        return signing_input + "." + b64(proc.stdout)
+
+    def service_account_claims(self, namespace: str, name: str, uid: str,
+                               expires_at: float) -> dict:
+        """The claims of a bound ServiceAccount token, as the TokenRequest API writes them."""
+        now = int(time.time())
+        return {"iss": SERVICE_ACCOUNT_ISSUER, "aud": [SERVICE_ACCOUNT_ISSUER],
+                "sub": f"system:serviceaccount:{namespace}:{name}", "iat": now, "nbf": now,
+                "exp": int(expires_at),
+                "kubernetes.io": {"namespace": namespace,
+                                  "serviceaccount": {"name": name, "uid": uid}}}
 
     def api_client(self, user: User | None = None, server: APIServer | None = None):
         """Return a ``kubernetes.client.ApiClient`` for ``user`` (default: admin)."""

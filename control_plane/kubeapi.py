@@ -56,6 +56,20 @@ class RestVerbs:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             return list(pool.map(lambda b: self.create(path, b), bodies))
 
+    def service_account_token(self, namespace: str, name: str, seconds: int = 3600,
+                              audiences: tuple[str, ...] = ()) -> str:
+        """A token for a ServiceAccount from the TokenRequest API (creating the account if needed)."""
+        path = f"/api/v1/namespaces/{namespace}/serviceaccounts"
+        if self.get(f"{path}/{name}", ok_missing=True) is None:
+            self.create(path, {"apiVersion": "v1", "kind": "ServiceAccount",
+                               "metadata": {"name": name, "namespace": namespace}})
+        spec: dict[str, Any] = {"expirationSeconds": seconds}
+        if audiences:
+            spec["audiences"] = list(audiences)
+        answer = self.create(f"{path}/{name}/token", {
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
+        return answer["status"]["token"]
+
     def ensure_namespace(self, name: str) -> None:
         if self.get(f"/api/v1/namespaces/{name}", ok_missing=True) is None:
             self.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",

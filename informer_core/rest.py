@@ -255,6 +255,30 @@ class RawClient:
             return response.status, None
 
 
+    def post_json(self, path: str, body: Any, read_timeout: float = 10.0) -> tuple[int, Any]:
+        """POST ``body`` as JSON (a review); return (HTTP status, parsed body or ``None``).
+
+        On the pool's kept-alive connections, as ``get_json``; never raises on 4xx/5xx.
+
+        Raises:
+            ConnectionError: the request could not be sent or answered.
+        """
+        headers = self.headers()
+        headers["Content-Type"] = "application/json"
+        try:
+            response = self._pool.urlopen(
+                "POST", self._base + path, body=orjson.dumps(body), headers=headers,
+                retries=_ONE_RETRY, redirect=False, preload_content=True, decode_content=True,
+                timeout=urllib3.Timeout(connect=_CONNECT_TIMEOUT, read=read_timeout))
+        except (OSError, Urllib3HTTPError, http.client.HTTPException) as exc:
+            raise ConnectionError(f"POST {path}: {exc}") from exc
+        data = response.data
+        try:
+            return response.status, orjson.loads(data) if data else None
+        except orjson.JSONDecodeError:
+            return response.status, None
+
+
 class ApiListerWatcher:
     """Lists and watches one resource over HTTP, parsing with orjson.
 

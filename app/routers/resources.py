@@ -23,7 +23,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.authz import Access
+from app.authz import Access, Grant
 from app.bridge import run_blocking
 from app.cache import ResourceCache
 from app.envelope import ListBody, StoredBody, list_metadata
@@ -81,7 +81,7 @@ async def resource_endpoint(request: Request) -> Response:
     verb = "get" if target.name is not None else ("watch" if streaming else "list")
     namespace = target.namespace
     access = Access(verb, resource, namespace, target.name)
-    await gateway.authorization.authorize(request, access)
+    grant = await gateway.authorization.authorize(request, access)
     check_names(target)
     if query_error is not None:
         raise query_error
@@ -95,9 +95,9 @@ async def resource_endpoint(request: Request) -> Response:
         if target.name is not None:
             selection = Selection(namespace, query.labels,
                                   _and_name(query, target.name))
-        return await _watch(request, gateway, resource, selection, query, accept)
+        return await _watch(request, gateway, grant, selection, query, accept)
     if accept.kind == "sse":
-        return await _sse(request, gateway, resource, selection, query)
+        return await _sse(request, gateway, grant, selection, query)
     entry = await gateway.cache.load(resource, wait=gateway.settings.sync_timeout)
     if target.name is not None:
         return _get(request, entry, target, accept, query)
@@ -191,15 +191,15 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
     return answer
 
 
-async def _watch(request: Request, gateway: Any, resource: Any, selection: Selection,
+async def _watch(request: Request, gateway: Any, grant: Grant, selection: Selection,
                  query: Query, accept: Accept) -> Response:
     encoder = WatchEncoder(accept, query, gateway.settings.bookmark_interval)
-    return await open_stream(gateway, request, resource, selection, query, encoder)
+    return await open_stream(gateway, request, grant, selection, query, encoder)
 
 
-async def _sse(request: Request, gateway: Any, resource: Any, selection: Selection,
+async def _sse(request: Request, gateway: Any, grant: Grant, selection: Selection,
                query: Query) -> Response:
     settings = gateway.settings
     encoder = SSEEncoder(request.headers.get("last-event-id", ""), settings.sse_retry_ms,
                          settings.heartbeat_interval)
-    return await open_stream(gateway, request, resource, selection, query, encoder)
+    return await open_stream(gateway, request, grant, selection, query, encoder)

@@ -36,14 +36,16 @@ DEMO_NS = "demo-shop"
 class RunningGateway:
     """A gateway served by uvicorn in a background thread."""
 
-    def __init__(self, settings: Settings, api_client=None, factory=None) -> None:
+    def __init__(self, settings: Settings, api_client=None, factory=None, reviewer=None) -> None:
         self.settings = settings
-        self.app = create_app(settings, factory=factory, api_client=api_client)
+        self.app = create_app(settings, factory=factory, api_client=api_client, reviewer=reviewer)
+        tls = {"ssl_certfile": settings.tls_cert_file,
+               "ssl_keyfile": settings.tls_private_key_file} if settings.tls_cert_file else {}
         config = uvicorn.Config(self.app, host="127.0.0.1", port=settings.port, log_level="warning",
-                                lifespan="on", timeout_graceful_shutdown=5)
+                                lifespan="on", timeout_graceful_shutdown=5, **tls)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="test-gateway", daemon=True)
-        self.url = f"http://127.0.0.1:{settings.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{settings.port}"
 
     def start(self) -> RunningGateway:
         self.thread.start()
@@ -97,19 +99,21 @@ class RunningGateway:
 
 
 @contextlib.contextmanager
-def run_gateway(cluster, server=None, **overrides) -> Iterator[RunningGateway]:
+def run_gateway(cluster, server=None, user=None, reviewer=None,
+                **overrides) -> Iterator[RunningGateway]:
     """A gateway over ``cluster``: a ``FakeCluster``, or a ``LocalCluster``'s ``server``
-    (default: its primary apiserver)."""
+    (default: its primary apiserver) as ``user`` (default: admin); ``reviewer`` answers
+    token and access reviews (default: the API server)."""
     settings = replace(Settings(port=free_port(), bookmark_interval=1.0, heartbeat_interval=1.0,
                                 sync_timeout=20.0), **overrides)
     if isinstance(cluster, FakeCluster):
         factory = build_factory(settings, lister_watcher_func=cluster.lister_watcher,
                                 discovery=cluster.discovery())
-        running = RunningGateway(settings, factory=factory).start()
+        running = RunningGateway(settings, factory=factory, reviewer=reviewer).start()
         client = None
     else:
-        client = cluster.api_client(server=server)
-        running = RunningGateway(settings, api_client=client).start()
+        client = cluster.api_client(user=user, server=server)
+        running = RunningGateway(settings, api_client=client, reviewer=reviewer).start()
     try:
         yield running
     finally:

@@ -13,19 +13,21 @@ import orjson
 class LineReader:
     """Reads a streaming response's lines on a thread; wait for what you expect."""
 
-    def __init__(self, url: str, headers: dict | None = None) -> None:
+    def __init__(self, url: str, headers: dict | None = None, verify=True) -> None:
         self.lines: list[str] = []
         self.status = None
         self.headers = None
         self._done = threading.Event()
         self._stop = threading.Event()
         self._socket: socket.socket | None = None
+        self._verify = verify
         self._thread = threading.Thread(target=self._run, args=(url, headers or {}))
         self._thread.start()
 
     def _run(self, url: str, headers: dict) -> None:
         try:
-            with httpx.stream("GET", url, headers=headers, timeout=30) as response:
+            with httpx.stream("GET", url, headers=headers, timeout=30,
+                              verify=self._verify) as response:
                 self.status, self.headers = response.status_code, response.headers
                 stream = response.extensions.get("network_stream")
                 self._socket = stream.get_extra_info("socket") if stream is not None else None
