@@ -164,8 +164,8 @@ class Ticker:
 
 def run_demo(settings: Any) -> int:
     """Start everything, print how to use it, serve until Ctrl-C, stop everything."""
-    from control_plane.cluster import LocalCluster
     from app.server import run_server
+    from control_plane.cluster import LocalCluster
 
     print("Starting a local kube-apiserver + etcd (the first run builds kube-apiserver from "
           "Debian's source: a few minutes)...", flush=True)

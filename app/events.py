@@ -31,8 +31,8 @@ from typing import Any
 import orjson
 
 from app.selection import Selection
-from informer_core.tombstone import DeletedFinalStateUnknown
 from informer_core.encoded import EncodedObject
+from informer_core.tombstone import DeletedFinalStateUnknown
 
 __all__ = ["Event", "EventHub", "Subscriber", "parse_rv"]
 

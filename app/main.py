@@ -26,8 +26,8 @@ from app.cache import GatewayCache
 from app.delegated import DelegatedAuth
 from app.limits import StreamLimiter
 from app.metrics import Metrics
-from app.routers import discovery, ops
 from app.reviews import ApiReviewer, Reviewer
+from app.routers import discovery, ops
 from app.routers.resources import resource_endpoint
 from app.settings import Settings, is_loopback
 from app.status import StatusError, status_response

@@ -12,8 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 from informer_core.encoded import EncodedObject
-from informer_core.fields import FieldSelector, everything as no_fields
-from informer_core.labels import Selector, everything as no_labels
+from informer_core.fields import FieldSelector
+from informer_core.fields import everything as no_fields
+from informer_core.labels import Selector
+from informer_core.labels import everything as no_labels
 from informer_core.lister import select_encoded
 from informer_core.store import Indexer, object_key
 

@@ -39,10 +39,10 @@ from app.request import (
     parse_query,
 )
 from app.selection import Selection
-from app.status import StatusError, forbidden, method_not_allowed, not_found
-from app.table import table_bytes
 from app.sse import SSEEncoder
+from app.status import StatusError, forbidden, method_not_allowed, not_found
 from app.streams import open_stream
+from app.table import table_bytes
 from app.watch import WatchEncoder
 from informer_core.fields import FieldSelector, Term
 from informer_core.store import object_key

@@ -6,7 +6,14 @@ import datetime as dt
 
 import pytest
 
-from app.printers import crd_columns, deployment_row, human_duration, jsonpath_first, node_row, pod_row
+from app.printers import (
+    crd_columns,
+    deployment_row,
+    human_duration,
+    jsonpath_first,
+    node_row,
+    pod_row,
+)
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
