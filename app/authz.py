@@ -14,6 +14,14 @@
 3. for a stream, again whenever the decision it was opened with expires
    (``reauthorize``).
 
+With ``--namespace-partitioned-lists``, a cluster-wide list or watch that the
+caller may not make is not refused at once: the caller's partition — the
+namespaces in which they may make it, each decided by its own review, never
+by reading RoleBindings here — is served instead (403 if there is none). The
+partition is kept per user and access while the set of namespaces is the
+same; a stream whose partition changes ends with 410, so its client lists
+again and gets the new one.
+
 Every allowed access is a ``Grant`` that says until when it holds. What was
 decided is left in the request's scope for the access log.
 
@@ -23,12 +31,16 @@ as the API server lists resources a caller cannot read.
 
 from __future__ import annotations
 
+import asyncio
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
+from app.decisions import DecisionCache
 from app.delegated import Attributes, DelegatedAuth, Identity
 from app.identity import Credentials, credentials_from_scope
-from app.status import forbidden
+from app.reviews import ReviewError
+from app.status import StatusError, forbidden
 from informer_core.discovery import APIResource
 
 __all__ = ["ACCESS", "DENIED", "IDENTITY", "Access", "Authorization", "Grant", "ResourcePolicy",
@@ -110,6 +122,7 @@ class Grant(NamedTuple):
     identity: Identity | None = None  # None: callers are not authenticated (--authz none)
     credentials: Credentials | None = None
     expires: float = math.inf  # monotonic; a stream re-checks at this time
+    namespaces: frozenset[str] | None = None  # a partition: only these namespaces' objects
 
 
 def attributes(access: Access) -> Attributes:
@@ -119,12 +132,21 @@ def attributes(access: Access) -> Attributes:
                       access.namespace or "", access.name or "")
 
 
+# (version, names) of the cluster's namespaces, from the gateway's own cache.
+NamespaceSource = Callable[[], Awaitable[tuple[int, list[str]]]]
+_PARTITION_REVIEWS = 16  # concurrent reviews while a partition is computed
+
+
 class Authorization:
     """The policy, then (with ``--authz kubernetes``) the caller's rights. The single point."""
 
-    def __init__(self, policy: ResourcePolicy, delegated: DelegatedAuth | None = None) -> None:
+    def __init__(self, policy: ResourcePolicy, delegated: DelegatedAuth | None = None,
+                 namespaces: NamespaceSource | None = None) -> None:
         self.policy = policy
         self.delegated = delegated
+        self._namespaces = namespaces  # set: cluster-wide lists are partitioned
+        self.partitions: DecisionCache[frozenset[str]] = DecisionCache(
+            delegated.accesses.max_entries if delegated else 1)
 
     @property
     def authenticates(self) -> bool:
@@ -159,12 +181,50 @@ class Authorization:
             if self.delegated is None:
                 return Grant(access)
             identity = await self.authenticate(scope)
-            until = await self.delegated.check(identity.user, attributes(access))
+            return await self._decide(identity, scope["kcg.credentials"], access)
         except Exception as exc:
             if scope is not None:
                 scope[DENIED] = exc
             raise
-        return Grant(access, identity, scope["kcg.credentials"], min(until, identity.expires))
+
+    async def _decide(self, identity: Identity, credentials: Credentials, access: Access) -> Grant:
+        assert self.delegated is not None
+        try:
+            until = await self.delegated.check(identity.user, attributes(access))
+        except StatusError as denied:
+            if not self._partitionable(access, denied):
+                raise
+            until, namespaces = await self._partition(identity, access)
+            if not namespaces:
+                raise
+            return Grant(access, identity, credentials, min(until, identity.expires), namespaces)
+        return Grant(access, identity, credentials, min(until, identity.expires))
+
+    def _partitionable(self, access: Access, denied: StatusError) -> bool:
+        return (self._namespaces is not None and denied.code == 403
+                and not isinstance(denied, ReviewError) and access.namespace is None
+                and access.resource.namespaced and access.verb in ("list", "watch"))
+
+    async def _partition(self, identity: Identity, access: Access) -> tuple[float, frozenset[str]]:
+        """(until when, the namespaces where the caller may make ``access``)."""
+        assert self.delegated is not None and self._namespaces is not None
+        delegated = self.delegated
+        version, names = await self._namespaces()
+        attrs = attributes(access)
+        gate = asyncio.Semaphore(_PARTITION_REVIEWS)
+
+        async def allowed(namespace: str) -> bool:
+            async with gate:
+                return await delegated.allowed(identity.user, attrs._replace(namespace=namespace))
+
+        async def compute() -> tuple[frozenset[str], float]:
+            answers = await asyncio.gather(*(allowed(ns) for ns in names))
+            # the shorter time to live: a denial in the set may turn into an allowance
+            return (frozenset(ns for ns, ok in zip(names, answers) if ok),
+                    min(delegated.allow_ttl, delegated.deny_ttl))
+
+        expires, namespaces, _ = await self.partitions.get((identity.user, attrs, version), compute)
+        return expires, namespaces
 
     async def authorize_path(self, scope: dict, path: str) -> None:
         """Allow ``get`` on a non-resource ``path`` for the caller, or raise 401/403."""
@@ -178,9 +238,18 @@ class Authorization:
             raise
 
     async def reauthorize(self, grant: Grant) -> Grant:
-        """The same access checked again (a stream's decision expired): a new grant, or 401/403."""
+        """The same access checked again (a stream's decision expired): a new grant, or 401/403.
+
+        Raises:
+            StatusError: 401 or 403 when the right is gone; 410 when the caller's
+                partition changed (list again to get the new one); 503 when the
+                API server cannot be asked.
+        """
         if self.delegated is None or grant.credentials is None:
             return grant
         identity = await self.delegated.authenticate(grant.credentials)
-        until = await self.delegated.check(identity.user, attributes(grant.access))
-        return grant._replace(identity=identity, expires=min(until, identity.expires))
+        renewed = await self._decide(identity, grant.credentials, grant.access)
+        if renewed.namespaces != grant.namespaces:
+            raise StatusError(410, "the namespaces this stream may read have changed; list "
+                                   "again to read the new ones", "Expired")
+        return renewed

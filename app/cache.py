@@ -34,6 +34,8 @@ __all__ = ["GatewayCache", "ResourceCache"]
 
 log = logging.getLogger(__name__)
 
+_REFUSED_FOR = 5.0  # seconds a resource the gateway may not list is answered 403 without asking
+
 
 @dataclass
 class ResourceCache:
@@ -68,6 +70,10 @@ class GatewayCache:
         self._entries: dict[GroupVersionResource, ResourceCache] = {}
         self._pending: dict[GroupVersionResource, asyncio.Task] = {}
         self._syncing: dict[GroupVersionResource, asyncio.Future] = {}  # loads awaiting the sync
+        # Resources the gateway's own identity may not list: (until, the 403), briefly
+        # remembered so that each request does not cost a refused LIST.
+        self._refused: dict[GroupVersionResource, tuple[float, StatusError]] = {}
+        self._background: set[asyncio.Task] = set()
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reaper: asyncio.Task | None = None
@@ -89,6 +95,7 @@ class GatewayCache:
         """
         self._loop = asyncio.get_running_loop()
         self.factory.set_on_resource_gone(self._gone_from_thread)
+        self.factory.set_on_watch_error(self._watch_error_from_thread)
         if self.settings.idle_unload > 0:
             self._reaper = asyncio.create_task(self._reap_idle())
         resources = []
@@ -177,6 +184,11 @@ class GatewayCache:
         entry = self.ready_entry(gvr)
         if entry is not None:
             return entry
+        refused = self._refused.get(gvr)
+        if refused is not None:
+            if refused[0] > time.monotonic():
+                raise refused[1]
+            del self._refused[gvr]
         task = self._pending.get(gvr)
         if task is None:
             task = asyncio.get_running_loop().create_task(self._load(resource))
@@ -246,6 +258,31 @@ class GatewayCache:
             loading.set_exception(not_found(
                 f"the resource {gvr} went away while its cache loaded",
                 resource=gvr.resource, group=gvr.group))
+
+    def _watch_error_from_thread(self, gvr: GroupVersionResource, exc: BaseException) -> None:
+        if self._loop is not None and getattr(exc, "code", None) == 403:
+            call_on_loop(self._loop, self._forbidden, gvr, exc)
+
+    def _forbidden(self, gvr: GroupVersionResource, exc: BaseException) -> None:
+        """The gateway itself may not list or watch ``gvr``: a load waiting for it fails with 403.
+
+        Its informer is stopped rather than left retrying for good; a request a
+        little later tries again (the permission may have been granted since).
+        """
+        loading = self._syncing.get(gvr)
+        if loading is None or loading.done():
+            return  # a running cache whose rights were revoked: its informer retries, as client-go's
+        error = StatusError(
+            403, f"the gateway's own identity may not list and watch {gvr.resource}"
+                 f"{'.' + gvr.group if gvr.group else ''}: grant its ServiceAccount get, list and "
+                 f"watch on it (the API server said: {exc})", "Forbidden",
+            {"kind": gvr.resource, **({"group": gvr.group} if gvr.group else {})})
+        self._refused[gvr] = (time.monotonic() + _REFUSED_FOR, error)
+        loading.set_exception(error)
+        stopping = asyncio.get_running_loop().create_task(
+            run_blocking(self.factory.stop_informer, gvr, "forbidden"))
+        self._background.add(stopping)
+        stopping.add_done_callback(self._background.discard)
 
     async def _reap_idle(self) -> None:
         interval = max(1.0, min(30.0, self.settings.idle_unload / 4))

@@ -58,11 +58,21 @@ class Gateway:
         self.settings = settings
         self.cache = GatewayCache(settings, factory)
         self.policy = ResourcePolicy(settings.allow, settings.deny)
-        self.authorization = Authorization(self.policy, _delegated(settings, factory, reviewer))
+        partitioned = settings.namespace_partitioned_lists and settings.authz == "kubernetes"
+        self.authorization = Authorization(self.policy, _delegated(settings, factory, reviewer),
+                                           self._namespaces if partitioned else None)
+        self._namespace_resource: Any = None
         self.limiter = StreamLimiter(settings.max_streams, settings.max_streams_per_client)
         self.metrics = Metrics(self.cache.entries)
         self.closing = asyncio.Event()
         self.loop: asyncio.AbstractEventLoop | None = None
+
+    async def _namespaces(self) -> tuple[int, list[str]]:
+        """(version, names) of the cluster's namespaces, from this gateway's own cache of them."""
+        if self._namespace_resource is None:
+            self._namespace_resource = await self.cache.resolve_text("namespaces")
+        entry = await self.cache.load(self._namespace_resource, wait=self.settings.sync_timeout)
+        return entry.hub.rv, [o.name for o in entry.hub.view.values()]
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()

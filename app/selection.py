@@ -1,4 +1,4 @@
-"""What one request asks for: namespace, label selector, field selector.
+"""What one request asks for: namespace (or a set of them), label selector, field selector.
 
 Lists and streams share it. Label selection reads the parsed labels kept with
 each cached object; field terms on ``metadata.name`` and
@@ -25,13 +25,19 @@ _FAST_FIELDS = ("metadata.name", "metadata.namespace")
 
 
 class Selection:
-    """A namespace (or all), a label selector and a field selector; immutable."""
+    """A namespace (or all), a label selector and a field selector; immutable.
 
-    __slots__ = ("namespace", "labels", "fields", "_fast_terms", "_slow")
+    ``namespaces`` narrows a selection of all namespaces to a set of them (a
+    caller's partition, with ``--namespace-partitioned-lists``).
+    """
+
+    __slots__ = ("namespace", "namespaces", "labels", "fields", "_fast_terms", "_slow")
 
     def __init__(self, namespace: str | None = None, labels: Selector | None = None,
-                 fields: FieldSelector | None = None) -> None:
+                 fields: FieldSelector | None = None,
+                 namespaces: frozenset[str] | None = None) -> None:
         self.namespace = namespace or None
+        self.namespaces = namespaces if self.namespace is None else None
         self.labels = labels or no_labels()
         self.fields = fields or no_fields()
         self._fast_terms = [t for t in self.fields.terms if t.field in _FAST_FIELDS]
@@ -40,11 +46,13 @@ class Selection:
 
     def everything(self) -> bool:
         """Return whether nothing is filtered out (beyond the namespace)."""
-        return self.labels.empty() and self.fields.empty()
+        return self.labels.empty() and self.fields.empty() and self.namespaces is None
 
     def matches(self, obj: EncodedObject, decoded: Callable[[], dict[str, Any]] | None = None) -> bool:
         """Return whether ``obj`` is selected; ``decoded()`` supplies its dict if needed."""
         if self.namespace is not None and obj.namespace != self.namespace:
+            return False
+        if self.namespaces is not None and obj.namespace not in self.namespaces:
             return False
         if not self.labels.matches(obj.labels):
             return False
@@ -68,8 +76,15 @@ class Selection:
             candidates = [found] if found is not None else []
             if found is not None and not self.labels.matches(found.labels):
                 candidates = []
+        elif namespace is None and self.namespaces is not None:
+            candidates = [o for ns in self.namespaces
+                          for o in select_encoded(indexer, self.labels, ns, False)]
+            if ordered:
+                candidates.sort(key=lambda o: o.key)
         else:
             candidates = select_encoded(indexer, self.labels, namespace, ordered)
+        if namespace is not None and self.namespaces is not None and namespace not in self.namespaces:
+            candidates = []
         if self.fields.empty():
             return candidates
         return [o for o in candidates if self.matches(o)]

@@ -113,6 +113,7 @@ class SharedInformerFactory:
                  lister_watcher_func: ListerWatcherFunc | None = None,
                  ) -> None:
         self._api_client = api_client
+        self._on_any_watch_error: Callable[[GroupVersionResource, BaseException], None] | None = None
         self._client_lock = threading.Lock()  # guards loading _api_client
         self._lister_watcher_func = lister_watcher_func
         self.default_resync = default_resync
@@ -190,6 +191,15 @@ class SharedInformerFactory:
             self, callback: Callable[[GroupVersionResource, str], None] | None) -> None:
         """Set the callback told when an informer is stopped because its resource is gone."""
         self._on_resource_gone = callback
+
+    def set_on_watch_error(
+            self, callback: Callable[[GroupVersionResource, BaseException], None] | None) -> None:
+        """Set ``fn(gvr, exc)``, told of every failed list or watch of any informer.
+
+        Called on the informer's reflector thread, before the informer retries
+        (e.g. to stop waiting for a sync that a 403 will never let happen).
+        """
+        self._on_any_watch_error = callback
 
     def informers(self) -> dict[GroupVersionResource, GenericInformer]:
         """Return the current informers by resource (stopped ones included until replaced)."""
@@ -295,6 +305,12 @@ class SharedInformerFactory:
     # -- a resource that goes away ----------------------------------------------------
 
     def _on_watch_error(self, generic: GenericInformer, exc: BaseException) -> None:
+        told = self._on_any_watch_error
+        if told is not None:
+            try:
+                told(generic.gvr, exc)
+            except Exception:  # noqa: BLE001 - a listener's bug must not stop the informer
+                log.exception("on_watch_error callback failed for %s", generic.gvr)
         if not isinstance(exc, NotFoundError) or generic.stopped():
             return
         gvr = generic.gvr

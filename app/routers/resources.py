@@ -90,7 +90,7 @@ async def resource_endpoint(request: Request) -> Response:
     if scope_ns is not None and namespace not in (None, scope_ns):
         raise forbidden(f"this gateway caches only the namespace {scope_ns!r}",
                         resource=resource.resource, group=resource.group)
-    selection = Selection(namespace, query.labels, query.fields)
+    selection = Selection(namespace, query.labels, query.fields, grant.namespaces)
     if query.watch:
         if target.name is not None:
             selection = Selection(namespace, query.labels,
@@ -122,10 +122,11 @@ def _and_name(query: Query, name: str) -> FieldSelector:
     return FieldSelector(query.fields.terms + (Term("metadata.name", name),))
 
 
-def _etag(request: Request, entry: ResourceCache, accept: Accept) -> str:
+def _etag(request: Request, entry: ResourceCache, accept: Accept, selection: Selection) -> str:
+    partition = ",".join(sorted(selection.namespaces)) if selection.namespaces is not None else ""
     digest = hashlib.blake2b(
         f"{request.scope['path']}?{request.scope.get('query_string', b'').decode('latin-1')}"
-        f"|{accept.kind}{accept.table_version}".encode(), digest_size=8).hexdigest()
+        f"|{accept.kind}{accept.table_version}|{partition}".encode(), digest_size=8).hexdigest()
     return f'"{entry.hub.id}-{entry.resource_version()}-{digest}"'
 
 
@@ -161,7 +162,7 @@ def _get(request: Request, entry: ResourceCache, target: ResourcePath, accept: A
 
 async def _list(request: Request, entry: ResourceCache, selection: Selection, query: Query,
                 accept: Accept) -> Response:
-    etag = _etag(request, entry, accept)
+    etag = _etag(request, entry, accept, selection)
     if request.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers={"ETag": etag})
     rv = entry.resource_version()

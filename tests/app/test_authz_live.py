@@ -13,6 +13,7 @@ import json
 import logging
 import ssl
 import subprocess
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -491,3 +492,126 @@ def test_kubectl_reads_through_the_gateway_with_its_own_token(world, gateway, tm
     refused = subprocess.run([*base, "get", "pods", "-A"], capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0
     assert 'cannot list resource "pods" in API group "" at the cluster scope' in refused.stderr
+
+
+# -- the gateway's own rights ------------------------------------------------------------------
+
+@pytest.mark.parametrize("watch", [False, True])
+def test_a_resource_the_gateway_may_not_list_is_a_403_naming_the_permission(world, gateway, watch):
+    """Not a 503 after the sync timeout while its informer retries for ever."""
+    path = "/api/v1/namespaces/authz-a/services"
+    started = time.monotonic()
+    with gateway_client(gateway, world.cluster.admin.token) as admin:
+        got = admin.get(path, params={"watch": "true"} if watch else {})
+    assert time.monotonic() - started < 5
+    assert got.status_code == 403, got.text
+    message = got.json()["message"]
+    assert message.startswith("the gateway's own identity may not list and watch services")
+    assert (f'User "system:serviceaccount:{IDS_NS}:gateway" cannot list resource "services"'
+            in message)
+    wait_until(lambda: not any(t.name.startswith("reflector-services") and t.is_alive()
+                               for t in threading.enumerate()), 10,
+               message="the refused informer to stop")
+
+
+# -- cluster-wide lists for namespace-scoped users (--namespace-partitioned-lists) -----------
+
+@pytest.fixture(scope="module")
+def partitioned(local_cluster, world, gateway):
+    gateway_user = User(f"system:serviceaccount:{IDS_NS}:gateway", world.tokens["gateway"])
+    with run_gateway(local_cluster, user=gateway_user, authz="kubernetes", authz_cache_ttl=2.0,
+                     authz_deny_cache_ttl=1.0, namespace_partitioned_lists=True,
+                     tls_cert_file=gateway.settings.tls_cert_file,
+                     tls_private_key_file=gateway.settings.tls_private_key_file) as running:
+        running.ca_file, running.tls = gateway.ca_file, gateway.tls
+        yield running
+
+
+def partition_of(world, token: str, resource: str) -> tuple[int, list[str]]:
+    """What a partitioned cluster-wide list should hold: the union of the namespaced lists the
+    API server allows this token (403 when it allows none)."""
+    every = [ns["metadata"]["name"] for ns in world.kube.get("/api/v1/namespaces")["items"]]
+    found, allowed = [], 0
+    with world.direct(token) as direct:
+        for ns in every:
+            got = direct.get(collection(resource, ns))
+            if got.status_code == 200:
+                allowed += 1
+                found.extend(names(got.json()["items"]))
+    return (200 if allowed else 403), sorted(found)
+
+
+@pytest.mark.parametrize("who", ["ns-reader", "alice", "pod-reader", "nobody"])
+@pytest.mark.parametrize("resource", ["pods", "configmaps", "gadgets"])
+def test_a_cluster_wide_list_answers_with_the_callers_namespaces(world, gateway, partitioned,
+                                                                 who, resource):
+    token = world.tokens[who]
+    want_status, want_names = partition_of(world, token, resource)
+    path = collection(resource, None)
+    with gateway_client(partitioned, token) as through:
+        got = through.get(path)
+        assert got.status_code == want_status, got.text
+        if want_status == 200:
+            assert names(got.json()["items"]) == want_names
+        for sse in (False, True):
+            status, seen = read_watch(through, path, set(want_names), sse=sse)
+            assert status == want_status
+            if status == 200:
+                assert seen == want_names
+    with gateway_client(gateway, token) as unpartitioned, world.direct(token) as direct:
+        # without the flag, the gateway answers as the API server does
+        assert unpartitioned.get(path).status_code == direct.get(path).status_code
+
+
+def test_kubectl_get_all_namespaces_shows_the_partition(world, gateway, partitioned, tmp_path):
+    token = world.tokens["alice"]
+    base = ["kubectl", f"--server={partitioned.url}", f"--token={token}", "--request-timeout=20s",
+            f"--certificate-authority={partitioned.ca_file}", f"--cache-dir={tmp_path}"]
+    got = subprocess.run([*base, "get", "configmaps", "-A", "--no-headers",
+                          "-o", "custom-columns=NS:.metadata.namespace,NAME:.metadata.name"],
+                         capture_output=True, text=True, timeout=60)
+    assert got.returncode == 0, got.stderr
+    rows = sorted(tuple(line.split()) for line in got.stdout.splitlines())
+    assert rows == [(ns, f"cm{i}") for ns in ("authz-b", "authz-c") for i in (1, 2)]
+
+
+def test_a_partitioned_stream_ends_with_410_when_the_partition_changes(world, gateway, partitioned):
+    token = world.tokens["revokee"]
+    bind(world.kube, "revokee-part", PREFIX + "read-all", [sa_subject("revokee")], "authz-a")
+    path = collection("deployments", None)
+    reader = None
+    try:
+        with gateway_client(partitioned, token) as through:
+            wait_until(lambda: through.get(path).status_code == 200, 10,
+                       message="the partition to hold authz-a")
+        reader = LineReader(f"{partitioned.url}{path}?watch=true",
+                            headers={"Authorization": f"Bearer {token}"}, verify=partitioned.tls)
+        reader.wait_for(lambda lines: any('"authz-a"' in line for line in lines), timeout=10)
+        assert not any('"authz-b"' in line for line in reader.lines)
+        bind(world.kube, "revokee-part", PREFIX + "read-all", [sa_subject("revokee")], "authz-b")
+        reader.wait_for(lambda lines: any('"code":410' in line for line in lines), timeout=10)
+        assert reader.ended(timeout=5)
+    finally:
+        if reader is not None:
+            reader.close()
+        for ns in ("authz-a", "authz-b"):
+            world.kube.delete(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings/"
+                              "revokee-part")
+
+
+def test_a_new_namespace_joins_the_partition_when_it_appears(world, gateway, partitioned):
+    token = world.tokens["ns-reader"]
+    ns = f"authz-new-{uuid.uuid4().hex[:6]}"
+    world.kube.ensure_namespace(ns)
+    try:
+        bind(world.kube, "ns-reader", PREFIX + "read-all", [sa_subject("ns-reader")], ns)
+        world.kube.create(f"/api/v1/namespaces/{ns}/configmaps", {
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fresh"}})
+        with gateway_client(partitioned, token) as through:
+            wait_until(lambda: f"{ns}/fresh" in names(
+                through.get(collection("configmaps", None)).json()["items"]), 10,
+                message="the new namespace in the partition")
+            assert names(through.get(collection("configmaps", None)).json()["items"]) == sorted(
+                ["authz-a/cm1", "authz-a/cm2", f"{ns}/fresh"])
+    finally:
+        world.kube.delete(f"/api/v1/namespaces/{ns}")
