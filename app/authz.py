@@ -48,6 +48,7 @@ __all__ = ["ACCESS", "DENIED", "IDENTITY", "Access", "Authorization", "Grant", "
 
 # The scope keys where a request's decisions are left (read by the access log).
 IDENTITY = "kcg.identity"
+CREDENTIALS = "kcg.credentials"
 ACCESS = "kcg.access"
 DENIED = "kcg.denied"
 
@@ -164,8 +165,11 @@ class Authorization:
             return None
         identity = scope.get(IDENTITY)
         if identity is None:
-            credentials = scope["kcg.credentials"] = credentials_from_scope(scope)
-            identity = scope[IDENTITY] = await self.delegated.authenticate(credentials)
+            credentials = scope[CREDENTIALS] = credentials_from_scope(scope)
+            identity = self.delegated.cached_identity(credentials)
+            if identity is None:
+                identity = await self.delegated.authenticate(credentials)
+            scope[IDENTITY] = identity
         return identity
 
     async def authorize(self, request: Any, access: Access) -> Grant:
@@ -180,8 +184,11 @@ class Authorization:
             self.policy.check(access)
             if self.delegated is None:
                 return Grant(access)
-            identity = await self.authenticate(scope)
-            return await self._decide(identity, scope["kcg.credentials"], access)
+            identity = scope.get(IDENTITY) or await self.authenticate(scope)
+            until = self.delegated.cached_check(identity.user, attributes(access))
+            if until is not None:  # the common case: nothing to await
+                return Grant(access, identity, scope[CREDENTIALS], min(until, identity.expires))
+            return await self._decide(identity, scope[CREDENTIALS], access)
         except Exception as exc:
             if scope is not None:
                 scope[DENIED] = exc

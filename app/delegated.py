@@ -142,6 +142,32 @@ class DelegatedAuth:
 
     # -- authentication ---------------------------------------------------------------
 
+    def _token_key(self, token: str) -> bytes:
+        # salted SHA-256 (hardware-accelerated: under a microsecond for a 1 KB JWT)
+        return hashlib.sha256(self._key + token.encode()).digest()
+
+    def cached_identity(self, credentials: Credentials) -> Identity | None:
+        """The identity from the cache alone, without awaiting anything; ``None`` on a miss.
+
+        The hot path's first step: a kept review answers without a coroutine.
+        Impersonation always takes ``authenticate``.
+
+        Raises:
+            StatusError: 401 for no token, or one whose rejection is kept.
+        """
+        token = credentials.token
+        if token is None:
+            raise unauthorized()
+        if credentials.impersonation is not None:
+            return None
+        found = self.tokens.peek(self._token_key(token))
+        if found is None:
+            return None
+        self.tokens.hits += 1
+        if found[1] is None:
+            raise unauthorized()
+        return Identity(found[1], None, found[0])
+
     async def authenticate(self, credentials: Credentials) -> Identity:
         """Who the credentials stand for (after impersonation).
 
@@ -153,7 +179,7 @@ class DelegatedAuth:
         token = credentials.token
         if token is None:
             raise unauthorized()
-        key = hashlib.blake2b(token.encode(), key=self._key, digest_size=16).digest()
+        key = self._token_key(token)
         expires, user, _ = await self.tokens.get(key, lambda: self._review_token(token))
         if user is None:
             raise unauthorized()
@@ -195,6 +221,21 @@ class DelegatedAuth:
         return until
 
     # -- authorization ----------------------------------------------------------------
+
+    def cached_check(self, user: UserInfo, attrs: Attributes) -> float | None:
+        """``check`` from the cache alone: until when allowed, ``None`` on a miss.
+
+        Raises:
+            StatusError: 403 for a kept denial.
+        """
+        found = self.accesses.peek((user, attrs))
+        if found is None:
+            return None
+        self.accesses.hits += 1
+        allowed, reason = found[1]
+        if not allowed:
+            raise _denied(user.name, attrs, reason)
+        return found[0]
 
     async def check(self, user: UserInfo, attrs: Attributes) -> float:
         """Allow ``attrs`` for ``user`` (returning until when) or raise a 403 as the API server.

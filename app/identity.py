@@ -88,38 +88,46 @@ def credentials_from_scope(scope: dict) -> Credentials:
         StatusError: 400 for impersonation headers without ``Impersonate-User``.
     """
     token = None
-    imp_user = None
+    impersonating = False
+    for name, value in scope["headers"]:  # one pass; names are lower case in ASGI
+        if name == b"authorization":
+            if value[:7].lower() == b"bearer ":
+                token = value[7:].strip().decode("latin-1") or None
+        elif name[:12] == b"impersonate-":
+            impersonating = True
+    if not impersonating:
+        return Credentials(token)
+    return Credentials(token, _impersonation(scope["headers"]))
+
+
+def _impersonation(headers: list[tuple[bytes, bytes]]) -> Impersonation:
+    user = None
     groups: list[str] = []
     uid = ""
     extra: dict[str, list[str]] = {}
-    imp_seen: list[str] = []
-    for name, value in scope["headers"]:
-        if name == b"authorization":
-            scheme, _, rest = value.decode("latin-1").strip().partition(" ")
-            if scheme.lower() == "bearer" and rest.strip():
-                token = rest.strip()
-        elif name.startswith(b"impersonate-"):
-            text = value.decode("latin-1")
-            header = name.decode("latin-1")
-            if header == "impersonate-user":
-                imp_user = text
-            elif header == "impersonate-group":
-                groups.append(text)
-                imp_seen.append("Impersonate-Group")
-            elif header == "impersonate-uid":
-                uid = text
-                imp_seen.append("Impersonate-Uid")
-            elif header.startswith("impersonate-extra-"):
-                key = urllib.parse.unquote(header[len("impersonate-extra-"):]).lower()
-                extra.setdefault(key, []).append(text)
-                imp_seen.append(f"Impersonate-Extra-{key}")
-    if imp_user is None:
-        if imp_seen:
-            raise bad_request(f"requested {', '.join(sorted(set(imp_seen)))} without impersonating "
-                              f"a user: give Impersonate-User too")
-        return Credentials(token)
-    return Credentials(token, Impersonation(imp_user, tuple(groups), uid,
-                                            tuple(sorted((k, tuple(v)) for k, v in extra.items()))))
+    others: list[str] = []
+    for name, value in headers:
+        if name[:12] != b"impersonate-":
+            continue
+        text = value.decode("latin-1")
+        header = name.decode("latin-1")
+        if header == "impersonate-user":
+            user = text
+        elif header == "impersonate-group":
+            groups.append(text)
+            others.append("Impersonate-Group")
+        elif header == "impersonate-uid":
+            uid = text
+            others.append("Impersonate-Uid")
+        elif header.startswith("impersonate-extra-"):
+            key = urllib.parse.unquote(header[len("impersonate-extra-"):]).lower()
+            extra.setdefault(key, []).append(text)
+            others.append(f"Impersonate-Extra-{key}")
+    if user is None:
+        raise bad_request(f"requested {', '.join(sorted(set(others)))} without impersonating "
+                          f"a user: give Impersonate-User too")
+    return Impersonation(user, tuple(groups), uid,
+                         tuple(sorted((k, tuple(v)) for k, v in extra.items())))
 
 
 def impersonated_user(imp: Impersonation) -> UserInfo:
