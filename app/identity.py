@@ -19,7 +19,7 @@ case; and every impersonated user but ``system:anonymous`` is in
 from __future__ import annotations
 
 import urllib.parse
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from app.status import bad_request
 
@@ -32,9 +32,12 @@ _UNAUTHENTICATED = "system:unauthenticated"
 _ANONYMOUS_NAME = "system:anonymous"
 
 
-@dataclass(frozen=True, slots=True)
-class UserInfo:
-    """A user as the cluster knows it: name, uid, groups and extra attributes."""
+class UserInfo(NamedTuple):
+    """A user as the cluster knows it: name, uid, groups and extra attributes.
+
+    A named tuple, not a dataclass: it is hashed on every request (a key of the
+    access cache), and a tuple's hash is computed in C.
+    """
 
     name: str
     uid: str = ""
@@ -63,8 +66,7 @@ class UserInfo:
 ANONYMOUS = UserInfo(_ANONYMOUS_NAME, groups=(_UNAUTHENTICATED,))
 
 
-@dataclass(frozen=True, slots=True)
-class Impersonation:
+class Impersonation(NamedTuple):
     """What the ``Impersonate-*`` headers ask for."""
 
     user: str
@@ -73,8 +75,7 @@ class Impersonation:
     extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Credentials:
+class Credentials(NamedTuple):
     """What a request presents: a bearer token (or none) and maybe an impersonation."""
 
     token: str | None

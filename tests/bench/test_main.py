@@ -27,7 +27,9 @@ def test_quick_benchmark_run_writes_the_report(tmp_path, local_cluster):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = out.read_text()
     for heading in ("## Targets", "## Queries", "### Where the gateway's time goes",
-                    "## Initial sync", "## Change fan-out"):
+                    "## Authorization's cost", "## Initial sync", "## Change fan-out"):
         assert heading in report
     assert "| Q5 | 8 | gateway HTTPS | 200 |" in report
     assert "python -m bench --quick" in report
+    assert "| Q4 | 8 |" in report and "| one object by name |" in report  # authorization's cost
+    assert "Q1 with --authz kubernetes" in report
