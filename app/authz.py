@@ -185,7 +185,12 @@ class Authorization:
             if self.delegated is None:
                 return Grant(access)
             identity = scope.get(IDENTITY) or await self.authenticate(scope)
-            until = self.delegated.cached_check(identity.user, attributes(access))
+            try:
+                until = self.delegated.cached_check(identity.user, attributes(access))
+            except StatusError as denied:  # a kept denial; maybe a partition instead
+                if not self._partitionable(access, denied):
+                    raise
+                until = None
             if until is not None:  # the common case: nothing to await
                 return Grant(access, identity, scope[CREDENTIALS], min(until, identity.expires))
             return await self._decide(identity, scope[CREDENTIALS], access)

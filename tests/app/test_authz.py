@@ -179,3 +179,22 @@ def test_a_stream_whose_reauthorization_cannot_be_made_ends_failing_closed(autho
     finally:
         reader.close()
         reviewer.failing = False
+
+
+def test_a_partitioned_list_stays_partitioned_while_the_denial_is_kept(fake, reviewer):
+    """The cluster-wide denial is cached; the partition must still be served from it."""
+    fake.ensure_namespace("other")
+    fake.create("/api/v1/namespaces/other/pods", {"apiVersion": "v1", "kind": "Pod",
+                                                 "metadata": {"name": "elsewhere"}})
+    with run_gateway(fake, reviewer=reviewer, authz="kubernetes",
+                     namespace_partitioned_lists=True) as running, \
+            client(running, "t-alice") as alice:
+        for _ in range(3):
+            got = alice.get("/api/v1/pods")
+            assert got.status_code == 200
+            assert {o["metadata"]["namespace"] for o in got.json()["items"]} == {"demo-shop"}
+        with client(running, "t-bob") as bob:  # no namespace at all: the API server's 403
+            got = bob.get("/api/v1/pods")
+            assert got.status_code == 403
+            assert got.json()["message"].endswith('cannot list resource "pods" in API group "" '
+                                                  'at the cluster scope')

@@ -442,11 +442,15 @@ def test_a_new_binding_takes_effect_within_the_deny_ttl(world, gateway):
     path = collection("gadgets", "authz-b")
     with gateway_client(gateway, token) as through:
         assert through.get(path).status_code == 403
-        bind(world.kube, "revokee-late", PREFIX + "read-all", [sa_subject("revokee")], "authz-b")
-        started = time.monotonic()
-        wait_until(lambda: through.get(path).status_code == 200, 10,
-                   message="the binding to take effect through the gateway")
-        took = time.monotonic() - started
+        binding = bind(world.kube, "revokee-late", PREFIX + "read-all", [sa_subject("revokee")],
+                       "authz-b")
+        try:
+            started = time.monotonic()
+            wait_until(lambda: through.get(path).status_code == 200, 10,
+                       message="the binding to take effect through the gateway")
+            took = time.monotonic() - started
+        finally:
+            world.kube.delete(binding)
     assert took < 1.0 + 2.0  # the denial is kept 1 s here
 
 
@@ -615,3 +619,15 @@ def test_a_new_namespace_joins_the_partition_when_it_appears(world, gateway, par
                 ["authz-a/cm1", "authz-a/cm2", f"{ns}/fresh"])
     finally:
         world.kube.delete(f"/api/v1/namespaces/{ns}")
+
+
+def test_a_gateway_not_allowed_to_review_says_what_it_lacks(local_cluster, world, gateway):
+    """Its own identity without system:auth-delegator: 503 naming the ClusterRole, not a 401."""
+    lacking = User(f"system:serviceaccount:{IDS_NS}:nobody", world.tokens["nobody"])
+    with run_gateway(local_cluster, user=lacking, authz="kubernetes") as running, \
+            httpx.Client(base_url=running.url, timeout=30,
+                         headers={"Authorization": f"Bearer {world.tokens['ns-reader']}"}) as client:
+        got = client.get(collection("pods", "authz-a"))
+    assert got.status_code == 503 and got.headers["Retry-After"] == "1"
+    message = got.json()["message"]
+    assert "TokenReview" in message and "system:auth-delegator" in message

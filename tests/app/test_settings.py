@@ -81,3 +81,27 @@ def test_serve_on_a_non_loopback_host_exits_2_saying_why(capsys):
     assert main(["serve", "--host", "0.0.0.0"]) == 2
     err = capsys.readouterr().err
     assert "not a loopback address" in err and "--allow-anonymous" in err
+
+
+def test_a_gateway_that_authorizes_its_callers_may_listen_anywhere(monkeypatch):
+    settings = parse(["--host", "0.0.0.0", "--authz", "kubernetes"])
+    assert settings.authz == "kubernetes" and not settings.allow_anonymous
+    assert parse(["--host", "0.0.0.0"], monkeypatch, {"KCG_AUTHZ": "kubernetes"}).host == "0.0.0.0"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--authz", "rbac"], "--authz must be none or kubernetes"),
+    (["--authz-cache-ttl", "-1"], "--authz-cache-ttl must not be negative"),
+    (["--authz-cache-size", "0"], "--authz-cache-size must be positive"),
+    (["--namespace-partitioned-lists"], "needs --authz kubernetes"),
+])
+def test_authorization_settings_are_checked(argv, message):
+    with pytest.raises(ValueError, match=message):
+        parse(argv)
+
+
+def test_authorization_defaults_are_the_api_servers_webhook_defaults():
+    settings = parse([])
+    assert (settings.authz, settings.authn_cache_ttl, settings.authz_cache_ttl,
+            settings.authz_deny_cache_ttl) == ("none", 120.0, 300.0, 30.0)
+    assert parse(["--authz", "kubernetes", "--authn-audiences", "a,b", "--access-log"]).authn_audiences == ("a", "b")
