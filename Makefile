@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test setup binaries bench clean
+.PHONY: demo test setup binaries bench manifests clean
 
 demo: setup binaries
 	$(VENV)/bin/kube-cache-gateway demo
@@ -34,6 +34,10 @@ bench: setup binaries
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	$(PY) -m control_plane.binaries --test-tools
 	$(PY) -m bench --out docs/benchmarks.md --json docs/benchmarks.json
+
+# Re-render deploy/kube-cache-gateway.yaml from the chart (the tests fail while it is stale).
+manifests: setup
+	$(PY) deploy/render.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -133,7 +133,9 @@ class GatewayApp:
             if gateway is not None:
                 try:
                     if route == "resource":
-                        await gateway.authorization.authenticate(scope)
+                        authorization = gateway.authorization
+                        if authorization.identify(scope) is None:  # no kept review
+                            await authorization.authenticate(scope)
                     else:
                         await gateway.authorization.authorize_path(scope, scope["path"])
                 except StatusError as error:

@@ -154,6 +154,26 @@ class Authorization:
         """Whether callers are authenticated (``--authz kubernetes``)."""
         return self.delegated is not None
 
+    def identify(self, scope: dict) -> Identity | None:
+        """Who asks, from the caches alone (kept in the scope); ``None`` when a review is due.
+
+        The hot path: a caller whose token review is kept is known without a
+        coroutine. Without authentication (``--authz none``) nobody is known.
+
+        Raises:
+            StatusError: 400 for malformed impersonation, 401 for no token or
+                one whose rejection is kept.
+        """
+        identity = scope.get(IDENTITY)
+        if identity is None and self.delegated is not None:
+            credentials = scope.get(CREDENTIALS)
+            if credentials is None:
+                credentials = scope[CREDENTIALS] = credentials_from_scope(scope)
+            identity = self.delegated.cached_identity(credentials)
+            if identity is not None:
+                scope[IDENTITY] = identity
+        return identity
+
     async def authenticate(self, scope: dict) -> Identity | None:
         """Who asks (cached in the scope); ``None`` when callers are not authenticated.
 
@@ -163,14 +183,41 @@ class Authorization:
         """
         if self.delegated is None:
             return None
-        identity = scope.get(IDENTITY)
+        identity = self.identify(scope)
         if identity is None:
-            credentials = scope[CREDENTIALS] = credentials_from_scope(scope)
-            identity = self.delegated.cached_identity(credentials)
-            if identity is None:
-                identity = await self.delegated.authenticate(credentials)
-            scope[IDENTITY] = identity
+            identity = scope[IDENTITY] = await self.delegated.authenticate(scope[CREDENTIALS])
         return identity
+
+    def granted(self, scope: dict | None, access: Access) -> Grant | None:
+        """``authorize`` from the caches alone: the grant, or ``None`` when a review is due.
+
+        Raises:
+            StatusError: 403 (the policy's, or a kept denial that no partition
+                may turn into an answer), 401 as ``identify``.
+        """
+        if scope is not None:
+            scope[ACCESS] = access
+        try:
+            self.policy.check(access)
+            delegated = self.delegated
+            if delegated is None:
+                return Grant(access)
+            identity = self.identify(scope)
+            if identity is None:
+                return None
+            try:
+                until = delegated.cached_check(identity.user, attributes(access))
+            except StatusError as denied:  # a kept denial; maybe a partition instead
+                if not self._partitionable(access, denied):
+                    raise
+                return None
+            if until is None:
+                return None
+            return Grant(access, identity, scope[CREDENTIALS], min(until, identity.expires))
+        except Exception as exc:
+            if scope is not None:
+                scope[DENIED] = exc
+            raise
 
     async def authorize(self, request: Any, access: Access) -> Grant:
         """Allow ``access`` (returning its ``Grant``) or raise a 403 ``StatusError``.
@@ -178,25 +225,14 @@ class Authorization:
         ``request`` is the request or its scope (``None`` without authentication).
         """
         scope = getattr(request, "scope", request)
-        if scope is not None:
-            scope[ACCESS] = access
+        grant = self.granted(scope, access)
+        if grant is not None:  # the common case: nothing to await
+            return grant
         try:
-            self.policy.check(access)
-            if self.delegated is None:
-                return Grant(access)
-            identity = scope.get(IDENTITY) or await self.authenticate(scope)
-            try:
-                until = self.delegated.cached_check(identity.user, attributes(access))
-            except StatusError as denied:  # a kept denial; maybe a partition instead
-                if not self._partitionable(access, denied):
-                    raise
-                until = None
-            if until is not None:  # the common case: nothing to await
-                return Grant(access, identity, scope[CREDENTIALS], min(until, identity.expires))
+            identity = await self.authenticate(scope)
             return await self._decide(identity, scope[CREDENTIALS], access)
         except Exception as exc:
-            if scope is not None:
-                scope[DENIED] = exc
+            scope[DENIED] = exc
             raise
 
     async def _decide(self, identity: Identity, credentials: Credentials, access: Access) -> Grant:

@@ -33,17 +33,27 @@ def _configure_logging(level: str, as_json: bool) -> None:
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 
 
-def api_client_for(kubeconfig: str, context: str) -> Any:
-    """An ``ApiClient`` from a kubeconfig (or the default one), else the in-cluster config."""
+def api_client_for(kubeconfig: str, context: str,
+                   serviceaccount_dir: str = "/var/run/secrets/kubernetes.io/serviceaccount") -> Any:
+    """An ``ApiClient`` from a kubeconfig (or the default one), else the in-cluster config.
+
+    In a pod (``KUBERNETES_SERVICE_HOST`` set and no kubeconfig named) the
+    ServiceAccount's token and CA come from ``serviceaccount_dir``; the token
+    is re-read from its file as the kubelet rotates it (the client's refresh
+    hook, asked before every request).
+    """
     import os
 
     from kubernetes import client, config
+    from kubernetes.config.incluster_config import InClusterConfigLoader
 
     configuration = client.Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG", "")
     in_pod = os.environ.get("KUBERNETES_SERVICE_HOST") and not path
     if in_pod:
-        config.load_incluster_config(client_configuration=configuration)
+        InClusterConfigLoader(token_filename=os.path.join(serviceaccount_dir, "token"),
+                              cert_filename=os.path.join(serviceaccount_dir, "ca.crt"),
+                              try_refresh_token=True).load_and_set(configuration)
     else:
         config.load_kube_config(config_file=path or None, context=context or None,
                                 client_configuration=configuration)
@@ -53,7 +63,8 @@ def api_client_for(kubeconfig: str, context: str) -> Any:
 def _serve(args: argparse.Namespace, settings: Any) -> int:
     _configure_logging(settings.log_level, settings.log_json)
     try:
-        api_client = api_client_for(settings.kubeconfig, settings.context)
+        api_client = api_client_for(settings.kubeconfig, settings.context,
+                                    settings.serviceaccount_dir)
     except Exception as exc:  # noqa: BLE001 - any configuration problem ends here, clearly
         print(f"error: cannot load a Kubernetes configuration: {exc}\n"
               "Give --kubeconfig (or KCG_KUBECONFIG / KUBECONFIG), or run in a pod.",

@@ -43,6 +43,7 @@ class Settings:
     # Where the cluster is.
     kubeconfig: str = ""
     context: str = ""
+    serviceaccount_dir: str = "/var/run/secrets/kubernetes.io/serviceaccount"
     # Where we listen.
     host: str = "127.0.0.1"
     port: int = 8080
@@ -88,6 +89,8 @@ _HELP = {
     "kubeconfig": "kubeconfig file (default: $KUBECONFIG or ~/.kube/config; in a pod, the "
                   "in-cluster service account is used when no kubeconfig is given)",
     "context": "kubeconfig context to use (default: the current context)",
+    "serviceaccount_dir": "in a pod (KUBERNETES_SERVICE_HOST set, no kubeconfig given): the "
+                          "folder holding the ServiceAccount's token, ca.crt and namespace",
     "host": "address to listen on",
     "port": "port to listen on",
     "tls_cert_file": "serve HTTPS with this PEM certificate (chain); needs "

@@ -201,16 +201,25 @@ def app_cost_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def _cpu_per_request(row: dict) -> float:
+    """The gateway's CPU microseconds per answer in one measurement (steadier than req/s)."""
+    return row.get("server_cpu_percent", 0.0) / 100 / row["requests_per_second"] * 1e6
+
+
 def table(results: dict) -> str:
-    lines = ["| query | conn | `--authz none` req/s | p50 | `--authz kubernetes` req/s | p50 | "
-             "kubernetes ÷ none |", "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| query | conn | `--authz none` req/s | CPU/req | `--authz kubernetes` req/s | "
+             "CPU/req | kubernetes ÷ none | CPU added |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for (name, conns), ratio in ratios(results).items():
         cells = []
+        cpu = {}
         for mode in MODES:
             rows = results["runs"][f"{name}|{conns}|{mode}"]
+            cpu[mode] = _median([_cpu_per_request(r) for r in rows])
             cells.append(f"{_median([r['requests_per_second'] for r in rows]):,.0f}")
-            cells.append(f"{_median([r['p50_ms'] for r in rows]):.2f} ms")
-        lines.append(f"| {name} | {conns} | {' | '.join(cells)} | {ratio:.3f}× |")
+            cells.append(f"{cpu[mode]:.0f} µs")
+        lines.append(f"| {name} | {conns} | {' | '.join(cells)} | {ratio:.3f}× | "
+                     f"{cpu['kubernetes'] - cpu['none']:+.1f} µs |")
     return "\n".join(lines)
 
 

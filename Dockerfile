@@ -1,0 +1,42 @@
+# syntax=docker/dockerfile:1
+# kube-cache-gateway: a read-only HTTP gateway serving Kubernetes resources from informer caches.
+#
+#   docker build -t kube-cache-gateway:0.1.0 .
+#
+# Stage 1 builds the wheels (the project's and every dependency's, with a compiler at hand);
+# stage 2 installs them into a slim runtime with no compiler, no tests and no build tools.
+
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+WORKDIR /src
+RUN pip install --no-cache-dir --upgrade pip wheel
+COPY pyproject.toml README.md ./
+COPY app ./app
+COPY informer_core ./informer_core
+COPY control_plane ./control_plane
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+FROM ${PYTHON_IMAGE} AS runtime
+ARG VERSION=0.1.0
+LABEL org.opencontainers.image.title="kube-cache-gateway" \
+      org.opencontainers.image.description="A read-only HTTP gateway serving Kubernetes resources from informer caches" \
+      org.opencontainers.image.source="https://github.com/kube-cache-gateway/kube-cache-gateway" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.licenses="Apache-2.0"
+# The wheels are mounted for the install only, so no layer of this image holds them.
+RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
+    pip install --no-cache-dir --no-index --find-links=/wheels kube-cache-gateway \
+    && groupadd --gid 65532 gateway \
+    && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
+       --shell /usr/sbin/nologin gateway
+# Nothing is written outside /tmp: no bytecode next to the code, no buffered logs.
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    KCG_HOST=0.0.0.0 \
+    KCG_PORT=8080 \
+    KCG_AUTHZ=kubernetes \
+    KCG_LOG_JSON=true
+USER 65532:65532
+EXPOSE 8080
+ENTRYPOINT ["kube-cache-gateway", "serve"]

@@ -1,0 +1,70 @@
+{{/* The chart's name, or nameOverride. */}}
+{{- define "kcg.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The objects' name: release-chart, shortened to the release name when it already holds the chart's. */}}
+{{- define "kcg.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "kcg.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "kcg.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kcg.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "kcg.labels" -}}
+helm.sh/chart: {{ include "kcg.chart" . }}
+{{ include "kcg.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: gateway
+app.kubernetes.io/part-of: kube-cache-gateway
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "kcg.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "kcg.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name: name an existing ServiceAccount when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "kcg.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* http or https, as the gateway serves. */}}
+{{- define "kcg.scheme" -}}
+{{- if .Values.tls.enabled }}https{{ else }}http{{ end }}
+{{- end }}
+
+{{/* Settings the chart cannot render into a working gateway fail here, with the reason. */}}
+{{- define "kcg.validate" -}}
+{{- if and (eq .Values.authz.mode "none") (not .Values.authz.allowAnonymous) }}
+{{- fail "authz.mode=none lets anyone who reaches the Service read what the gateway's ServiceAccount can: set authz.allowAnonymous=true to accept that (and consider networkPolicy.enabled), or keep authz.mode=kubernetes" }}
+{{- end }}
+{{- if and .Values.tls.enabled (not .Values.tls.secretName) }}
+{{- fail "tls.enabled needs tls.secretName: a kubernetes.io/tls Secret in the release's namespace" }}
+{{- end }}
+{{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
+{{- fail "autoscaling.minReplicas must not exceed autoscaling.maxReplicas" }}
+{{- end }}
+{{- end }}

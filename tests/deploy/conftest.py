@@ -1,0 +1,54 @@
+"""Fixtures for the shipped artefacts: the chart, the kustomize manifests, the image recipe."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "kube-cache-gateway"
+VARIANTS = sorted(p.name for p in (CHART / "ci").glob("*.yaml"))
+
+
+def _load_render():
+    spec = importlib.util.spec_from_file_location("deploy_render", ROOT / "deploy" / "render.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+render = _load_render()
+
+
+def variant_values(name: str) -> dict:
+    """The values of ``helm/kube-cache-gateway/ci/<name>``."""
+    return yaml.safe_load((CHART / "ci" / name).read_text()) or {}
+
+
+def objects_of(values: dict | None = None, **options) -> list[dict]:
+    """The chart's objects for ``values`` (see ``deploy/render.py``)."""
+    return render.objects(render.render_chart(values, **options))
+
+
+def by_kind(objs: list[dict], kind: str) -> list[dict]:
+    return [o for o in objs if o["kind"] == kind]
+
+
+def kubectl(*args: str, input_text: str | None = None, timeout: float = 120) -> str:
+    """Run kubectl; fail the test with its stderr on a non-zero exit."""
+    done = subprocess.run(["kubectl", *args], input=input_text, capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, f"kubectl {' '.join(args)}:\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="session")
+def server_version(local_cluster) -> str:
+    """The test API server's version, as Helm's --kube-version wants it (v1.20.2)."""
+    from control_plane.kubeapi import KubeAPI
+
+    return KubeAPI.for_cluster(local_cluster).get("/version")["gitVersion"].split("-")[0]

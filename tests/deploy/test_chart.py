@@ -1,0 +1,216 @@
+"""The Helm chart: every variant lints, renders to objects valid for Kubernetes' schemas, and is
+accepted by the real API server; bad values fail the render with a message that says why."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import helm_python
+import kubernetes_validate
+import pytest
+
+from app.settings import Settings
+from tests.deploy.conftest import (CHART, VARIANTS, by_kind, kubectl, objects_of, render,
+                                   variant_values)
+
+# The oldest and newest Kubernetes the bundled schemas describe; the chart claims >= 1.20
+# (the real API server below checks that end).
+SCHEMA_VERSIONS = ("1.25.0", kubernetes_validate.latest_version())
+_SETTINGS = {f"KCG_{f.name.upper()}" for f in dataclasses.fields(Settings)}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_each_variant_lints_clean(variant):
+    report = helm_python.lint(CHART, variant_values(variant), strict=True, kube_version="v1.25.0")
+    assert report["errors"] == []
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+@pytest.mark.parametrize("version", SCHEMA_VERSIONS)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_each_variant_renders_objects_valid_for_kubernetes(variant, version):
+    objs = objects_of(variant_values(variant), kube_version=f"v{version}",
+                      api_versions=("monitoring.coreos.com/v1",))
+    assert objs
+    for obj in objs:
+        if obj["apiVersion"].startswith("monitoring.coreos.com/"):
+            continue  # a CRD's kind: checked by the API server below, with its CRD installed
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_the_default_objects_are_the_expected_set():
+    kinds = sorted(o["kind"] for o in objects_of())
+    assert kinds == sorted(["ServiceAccount", "ClusterRole", "ClusterRole", "ClusterRoleBinding",
+                            "ClusterRoleBinding", "Deployment", "Service",
+                            "PodDisruptionBudget"])
+    full = {o["kind"] for o in objects_of(variant_values("full-values.yaml"))}
+    assert {"Ingress", "ServiceMonitor", "HorizontalPodAutoscaler", "NetworkPolicy"} <= full
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_cluster_role_reads_only_and_leaves_secrets_out(variant):
+    objs = objects_of(variant_values(variant))
+    for role in by_kind(objs, "ClusterRole"):
+        for rule in role["rules"]:
+            if "nonResourceURLs" in rule:  # the metrics reader: get /metrics
+                assert rule == {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
+                continue
+            assert sorted(rule["verbs"]) == ["get", "list", "watch"]
+            assert "secrets" not in rule["resources"] and "*" not in rule["resources"]
+    bindings = {b["roleRef"]["name"] for b in by_kind(objs, "ClusterRoleBinding")}
+    authorizing = variant_values(variant).get("authz", {}).get("mode", "kubernetes") == "kubernetes"
+    assert ("system:auth-delegator" in bindings) == (
+        authorizing and variant_values(variant).get("rbac", {}).get("create", True))
+
+
+def test_the_resources_come_from_the_values():
+    values = {"rbac": {"resources": [{"apiGroups": ["stable.example.com"],
+                                      "resources": ["widgets"]}]}}
+    role = by_kind(objects_of(values), "ClusterRole")[0]
+    assert role["rules"] == [{"apiGroups": ["stable.example.com"], "resources": ["widgets"],
+                              "verbs": ["get", "list", "watch"]}]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_pod_is_hardened_and_probed(variant):
+    (deployment,) = by_kind(objects_of(variant_values(variant)), "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 65532
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = pod["containers"]
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+    assert container["resources"]["requests"]
+    assert pod["topologySpreadConstraints"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_environment_variable_is_a_gateway_setting(variant):
+    (deployment,) = by_kind(objects_of(variant_values(variant)), "Deployment")
+    env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    names = [e["name"] for e in env]
+    assert set(names) <= _SETTINGS, set(names) - _SETTINGS
+    assert len(names) == len(set(names))
+
+
+def test_values_become_the_gateways_settings():
+    values = variant_values("full-values.yaml")
+    (deployment,) = by_kind(objects_of(values), "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["KCG_AUTHZ"] == "kubernetes"
+    assert env["KCG_PREWARM"] == "pods,deployments.apps"
+    assert env["KCG_CORS_ORIGINS"] == "https://dashboard.example.com"
+    assert env["KCG_NAMESPACE_PARTITIONED_LISTS"] == "true"
+    assert env["KCG_AUTHZ_DENY_CACHE_TTL"] == "10"
+    assert env["KCG_TLS_CERT_FILE"] == "/etc/kube-cache-gateway/tls/tls.crt"
+    assert env["KCG_EVENT_RING_SIZE"] == "20000"
+    assert container["args"] == ["--sync-timeout=30"]
+    assert container["image"].endswith("@" + values["image"]["digest"])
+    assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    assert "replicas" not in deployment["spec"]  # the autoscaler owns it
+
+
+def test_api_versions_follow_the_cluster():
+    old = objects_of({"autoscaling": {"enabled": True}}, kube_version="v1.20.2")
+    new = objects_of({"autoscaling": {"enabled": True}}, kube_version="v1.30.0")
+    assert by_kind(old, "PodDisruptionBudget")[0]["apiVersion"] == "policy/v1beta1"
+    assert by_kind(new, "PodDisruptionBudget")[0]["apiVersion"] == "policy/v1"
+    assert by_kind(old, "HorizontalPodAutoscaler")[0]["apiVersion"] == "autoscaling/v2beta2"
+    assert by_kind(new, "HorizontalPodAutoscaler")[0]["apiVersion"] == "autoscaling/v2"
+
+
+@pytest.mark.parametrize("values, says", [
+    ({"replicas": 0}, "/replicas"),
+    ({"replica": 3}, "additional properties 'replica' not allowed"),
+    ({"authz": {"mode": "maybe"}}, "/authz/mode"),
+    ({"authz": {"cacheTTL": 0}}, "/authz/cacheTTL"),
+    ({"cors": ["dashboard.example.com"]}, "/cors/0"),
+    ({"prewarm": ["Pods!"]}, "/prewarm/0"),
+    ({"extraEnv": {"PATH": "/x"}}, "'PATH' does not match pattern '^KCG_"),
+    ({"image": {"digest": "latest"}}, "/image/digest"),
+    ({"service": {"port": 70000}}, "/service/port"),
+    ({"rbac": {"resources": [{"apiGroups": [""]}]}}, "missing property 'resources'"),
+])
+def test_values_against_the_schema_fail_the_render(values, says):
+    with pytest.raises(helm_python.HelmValuesError) as failed:
+        render.render_chart(values)
+    assert says in str(failed.value)
+
+
+@pytest.mark.parametrize("values, says", [
+    ({"authz": {"mode": "none"}}, "set authz.allowAnonymous=true"),
+    ({"tls": {"enabled": True}}, "tls.enabled needs tls.secretName"),
+    ({"serviceAccount": {"create": False}}, "serviceAccount.name"),
+    ({"autoscaling": {"enabled": True, "minReplicas": 5, "maxReplicas": 2}}, "minReplicas"),
+])
+def test_settings_that_cannot_work_fail_the_render_saying_why(values, says):
+    with pytest.raises(helm_python.HelmError) as failed:
+        render.render_chart(values)
+    assert says in str(failed.value)
+
+
+def test_the_notes_say_how_to_reach_it_and_a_curl_to_try():
+    notes = render.render_chart()["kube-cache-gateway/templates/NOTES.txt"]
+    assert "kubectl -n kube-cache-gateway port-forward svc/kube-cache-gateway 8080:8080" in notes
+    assert 'curl -s -H "Authorization: Bearer $TOKEN"' in notes
+    anonymous = render.render_chart(variant_values("authz-none-values.yaml"))
+    assert "NOT authorized" in anonymous["kube-cache-gateway/templates/NOTES.txt"]
+
+
+def test_every_value_is_in_the_schema_and_the_readme():
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    readme = (CHART / "README.md").read_text()
+    defaults = helm_python.Chart.load(CHART).values
+    assert set(defaults) == set(schema["properties"])
+    for key in defaults:
+        assert f"`{key}" in readme, f"{key} is not in helm/kube-cache-gateway/README.md"
+
+
+# -- on the real API server -------------------------------------------------------------------
+
+_SERVICE_MONITOR_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+    "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
+             "names": {"plural": "servicemonitors", "singular": "servicemonitor",
+                       "kind": "ServiceMonitor", "listKind": "ServiceMonitorList"},
+             "versions": [{"name": "v1", "served": True, "storage": True,
+                           "schema": {"openAPIV3Schema": {
+                               "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+@pytest.fixture(scope="module")
+def release_namespace(local_cluster):
+    from control_plane.kubeapi import KubeAPI
+
+    kube = KubeAPI.for_cluster(local_cluster)
+    kube.ensure_namespace("kube-cache-gateway")
+    if kube.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                "servicemonitors.monitoring.coreos.com", ok_missing=True) is None:
+        kube.create_crd(_SERVICE_MONITOR_CRD)
+    return "kube-cache-gateway"
+
+
+def dry_run(local_cluster, objs: list[dict]) -> str:
+    """``kubectl apply --dry-run=server`` of ``objs``: the API server admits them, or the test fails."""
+    text = "".join("---\n" + json.dumps(o) + "\n" for o in objs)
+    return kubectl(f"--kubeconfig={local_cluster.kubeconfig}", "apply", "--dry-run=server",
+                   "-f", "-", input_text=text)
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_each_variant_is_accepted_by_the_api_server(local_cluster, release_namespace,
+                                                     server_version, variant):
+    objs = objects_of(variant_values(variant), kube_version=server_version,
+                      api_versions=("monitoring.coreos.com/v1",))
+    out = dry_run(local_cluster, objs)
+    assert out.count("(server dry run)") == len(objs), out
