@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -78,11 +79,19 @@ def image_environment() -> dict[str, str]:
     return env
 
 
+def files_under(root: Path, but: Path) -> dict[str, float]:
+    """Every file under ``root`` (save those under ``but``) with its modification time."""
+    return {str(p): p.stat().st_mtime for p in root.rglob("*")
+            if p.is_file() and but not in p.parents}
+
+
 class InCluster:
     def __init__(self, url: str, admin: httpx.Client, kube: KubeAPI, log: Path,
-                 account: str) -> None:
+                 account: str, written: Callable[[], dict[str, float]],
+                 before: dict[str, float]) -> None:
         self.url, self.admin, self.kube, self.log = url, admin, kube, log
         self.account = account  # the chart's ServiceAccount, the gateway's identity
+        self.written, self.before = written, before  # what it could write: see the last test
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +123,10 @@ def in_cluster(local_cluster, server_version, tmp_path_factory):
     for item in deployment["spec"]["template"]["spec"]["containers"][0]["env"]:
         if item["name"] not in ("KCG_PORT",):
             env[item["name"]] = item["value"]  # the chart's settings, as the pod gets them
-    log = workdir / "gateway.log"
+    log = workdir / "logs" / "gateway.log"
+    log.parent.mkdir()
+    # its code, the account, its working folder and HOME: what an image's read-only root holds
+    before = files_under(workdir, but=log.parent)
     with open(log, "wb") as out:
         process = subprocess.Popen(["kube-cache-gateway", "serve"], env=env, stdout=out,
                                    stderr=subprocess.STDOUT, cwd=workdir)
@@ -132,7 +144,8 @@ def in_cluster(local_cluster, server_version, tmp_path_factory):
             time.sleep(0.2)
         with httpx.Client(base_url=url, timeout=30, headers={
                 "Authorization": f"Bearer {local_cluster.admin.token}"}) as admin:
-            yield InCluster(url, admin, kube, log, account["metadata"]["name"])
+            yield InCluster(url, admin, kube, log, account["metadata"]["name"],
+                            lambda: files_under(workdir, but=log.parent), before)
     finally:
         process.terminate()
         try:
@@ -226,3 +239,8 @@ def test_a_resource_outside_the_charts_rbac_is_refused_naming_the_permission(in_
     secrets = in_cluster.admin.get(f"/api/v1/namespaces/{WORKLOAD}/secrets")
     assert secrets.status_code == 403  # the gateway's policy, before any RBAC
 
+
+def test_it_writes_nothing_beside_its_code(in_cluster):
+    """The image's root filesystem is read-only: after serving all of the above, the
+    installed code, its folders and the mounted account are as they were."""
+    assert in_cluster.written() == in_cluster.before
