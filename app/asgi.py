@@ -51,6 +51,19 @@ _INTERNAL = status_bytes(500, "internal error", "InternalError")
 _NOT_READY = status_bytes(503, "the gateway is starting", "ServiceUnavailable")
 
 
+_PROBES_AND_METRICS = frozenset({"/healthz", "/livez", "/readyz", "/metrics"})
+
+
+def without_trailing_slashes(path: str) -> str:
+    """``path`` as the API server reads it: trailing slashes mean nothing on discovery,
+    ``/version`` and resource paths (``/api/v1/pods/``, ``/apis/apps/v1//``), while
+    the probes and ``/metrics`` answer 404 with one, as the API server's do."""
+    stripped = path.rstrip("/")
+    if not stripped or stripped in _PROBES_AND_METRICS:
+        return path
+    return stripped
+
+
 def is_resource_path(path: str) -> bool:
     """Whether ``path`` names a resource collection or object (not discovery or operations)."""
     segments = path.count("/", 1) + (0 if path.endswith("/") else 1)
@@ -93,6 +106,8 @@ class GatewayApp:
             await self.api(scope, receive, send)  # the lifespan
             return
         path = scope["path"]
+        if path[-1:] == "/" and len(path) > 1:
+            path = scope["path"] = without_trailing_slashes(path)
         route = scope["kcg.route"] = route_label(path)
         gateway = getattr(self.state, "gateway", None)
         if gateway is None:  # before the lifespan made the gateway: nothing to time with

@@ -58,9 +58,14 @@ def parse_path(path: str) -> ResourcePath:
     Raises:
         StatusError: 404 when the path cannot name a resource.
     """
-    parts = [p for p in path.split("/") if p != ""]
-    if not parts:
-        raise _unknown_path(path)
+    parts = path.rstrip("/").split("/")[1:]  # a trailing slash means nothing
+    if not parts or "" in parts:
+        # an empty segment, as in //api/v1/pods or .../default//pods: the API server's 404 -
+        # save an empty namespace (namespaces//pods), which it reads as all namespaces
+        at = parts.index("") if parts else -1
+        if at < 1 or parts[at - 1] != "namespaces" or "" in parts[at + 1:]:
+            raise _unknown_path(path)
+        parts = parts[:at - 1] + parts[at + 1:]
     if parts[0] == "api":
         if len(parts) < 3:
             raise _unknown_path(path)

@@ -30,13 +30,20 @@ from app.status import StatusError
     ("/core/v1/namespaces/ns/pods/p", ResourcePath("", "v1", "pods", "ns", "p")),
     ("/apps/v1/deployments", ResourcePath("apps", "v1", "deployments")),
     ("/example.com/v1/namespaces/ns/widgets", ResourcePath("example.com", "v1", "widgets", "ns")),
+    # as the API server reads them: trailing slashes mean nothing, an empty namespace is all
+    ("/api/v1/namespaces/ns/pods/", ResourcePath("", "v1", "pods", "ns")),
+    ("/api/v1/namespaces/ns/pods///", ResourcePath("", "v1", "pods", "ns")),
+    ("/api/v1/nodes/n1/", ResourcePath("", "v1", "nodes", None, "n1")),
+    ("/api/v1/namespaces//pods", ResourcePath("", "v1", "pods")),
 ])
 def test_parse_path(path, expected):
     assert parse_path(path) == expected
 
 
 @pytest.mark.parametrize("path", ["/", "/api", "/api/v1", "/apis/apps", "/apis/apps/v1", "/core/v1",
-                                  "/api/v1/namespaces/ns/pods/p/log/extra"])
+                                  "/api/v1/namespaces/ns/pods/p/log/extra", "//api/v1/pods",
+                                  "/api//v1/pods", "/api/v1/namespaces/ns//pods",
+                                  "/apis//apps/v1/deployments", "/api/v1/namespaces//pods//x"])
 def test_paths_that_name_no_resource_are_404(path):
     with pytest.raises(StatusError) as info:
         parse_path(path)

@@ -49,3 +49,34 @@ def test_discovery_documents_are_the_apiservers(http, kube):
             assert got.json() == expected, path
     assert http.get("/apis/apps").json()["name"] == "apps"
     assert http.get("/apis/nosuch/v1").status_code == 404
+
+
+# Path forms some clients send, answered as the API server answers them (status and kind).
+_PATH_FORMS = ["/version/", "/version//", "/api/", "/api//", "/apis/", "/apis/apps/",
+               "/apis/apps//", "/api/v1/", "/api/v1//", "/apis/apps/v1/",
+               "/api/v1/namespaces/demo-shop/pods/", "/api/v1/namespaces/demo-shop/pods//",
+               "/api/v1/nodes/", "/api/v1/nodes/node-a/", "/api/v1/namespaces/demo-shop/",
+               "/apis/apps/v1/namespaces/demo-shop/deployments/", "/api/v1/namespaces//configmaps",
+               "/api/v1/namespaces/demo%2Dshop/pods", "//api/v1/pods", "/api//v1/pods",
+               "/api/v1/namespaces/demo-shop//pods", "/apis//apps/v1", "/healthz/", "/readyz/",
+               "/livez/", "/api/v1/namespaces/demo-shop/pods/nosuch/"]
+
+
+@pytest.mark.parametrize("path", _PATH_FORMS)
+def test_path_forms_are_answered_as_the_apiserver_answers_them(http, local_cluster, path):
+    import ssl
+
+    import httpx
+
+    trust = ssl.create_default_context(cafile=str(local_cluster.primary.ca_file))
+    theirs = httpx.get(local_cluster.primary.url + path, verify=trust,
+                       headers={"Authorization": f"Bearer {local_cluster.admin.token}"}, timeout=30)
+    ours = http.get(path)
+    assert ours.status_code == theirs.status_code, (path, ours.text[:200])
+    if theirs.status_code == 200:
+        assert ours.json().get("kind") == theirs.json().get("kind"), path
+        if "items" in theirs.json():
+            names = sorted(o["metadata"]["name"] for o in theirs.json()["items"])
+            assert sorted(o["metadata"]["name"] for o in ours.json()["items"]) == names, path
+    else:
+        assert ours.json()["kind"] == "Status", path
