@@ -193,6 +193,7 @@ class EventHub:
         self.subscribers: set[Subscriber] = set()
         self.ready = False
         self.events_published = 0
+        self._waiters: list[tuple[int, asyncio.Future]] = []  # (version, woken once reached)
 
     # -- feeding (from the HubHandler, on the loop) -------------------------------
 
@@ -223,12 +224,15 @@ class EventHub:
         self.rv = max((parse_rv(o.resource_version) for o in self.view.values()), default=0)
         self.base_rv = self.rv
         self.ready = True
+        self._wake()
 
     def _publish(self, type_: str, obj: EncodedObject, old: EncodedObject | None,
                  stale: bool) -> None:
         own = 0 if stale else parse_rv(obj.resource_version)
         if own > self.rv:
             self.rv = own
+            if self._waiters:
+                self._wake()
         else:
             self.ambiguous.add(self.rv)  # this version now names more than one position
         self.seq += 1
@@ -242,6 +246,30 @@ class EventHub:
         for subscriber in self.subscribers:
             subscriber.offer(event)
         event.release()
+
+    def _wake(self) -> None:
+        waiting = []
+        for version, future in self._waiters:
+            if version <= self.rv and self.ready:
+                if not future.done():
+                    future.set_result(None)
+            elif not future.done():
+                waiting.append((version, future))
+        self._waiters = waiting
+
+    async def reached(self, rv: int, timeout: float) -> bool:
+        """Wait until the view holds every change up to ``rv`` (at most ``timeout`` s)."""
+        if self.ready and self.rv >= rv:
+            return True
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.append((rv, future))
+        try:
+            await asyncio.wait_for(future, timeout)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self._waiters = [w for w in self._waiters if w[1] is not future]
 
     # -- reading ------------------------------------------------------------------
 

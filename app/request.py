@@ -124,6 +124,7 @@ class Query:
     continue_key: str | None = None
     watch: bool = False
     resource_version: str = ""
+    resource_version_match: str = ""  # "", NotOlderThan or Exact (checked for lists only)
     timeout_seconds: int | None = None
     allow_bookmarks: bool = False
     include_object: str = "Metadata"
@@ -232,7 +233,9 @@ def _parse_query(query_string: str) -> Query:
         raise bad_request(f"invalid includeObject {include!r}: use None, Metadata or Object")
     return Query(labels=labels, fields=fields, limit=limit,
                  continue_key=values.get("continue") or None, watch=watch,
-                 resource_version=rv, timeout_seconds=timeout, allow_bookmarks=bookmarks,
+                 resource_version=rv,
+                 resource_version_match=values.get("resourceVersionMatch", ""),
+                 timeout_seconds=timeout, allow_bookmarks=bookmarks,
                  include_object=include, label_text=str(labels), field_text=str(fields),
                  raw=tuple(pairs))
 

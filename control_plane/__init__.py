@@ -11,6 +11,8 @@ for ``demo``.
 - ``kubeapi``: ``KubeAPI``, a small JSON REST client for seeding and checking;
 - ``fake``: ``FakeCluster``, an API server in memory for tests about what the
   gateway and the informers do with answers (the same calls as ``KubeAPI``);
+- ``faults``: ``FaultProxy``, a TCP relay that stalls, slows or cuts the way
+  to an API server;
 - ``pytest_plugin``: the ``local_cluster`` fixtures and ``unavailable()``.
 """
 

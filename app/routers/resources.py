@@ -27,6 +27,7 @@ from app.authz import Access, Grant
 from app.bridge import run_blocking
 from app.cache import ResourceCache
 from app.envelope import ListBody, StoredBody, list_metadata
+from app.freshness import check_list_options, fresh_enough
 from app.request import (
     Accept,
     Query,
@@ -92,6 +93,8 @@ async def resource_endpoint(request: Request) -> Response:
     if scope_ns is not None and namespace not in (None, scope_ns):
         raise forbidden(f"this gateway caches only the namespace {scope_ns!r}",
                         resource=resource.resource, group=resource.group)
+    if target.name is None:
+        check_list_options(query)
     selection = Selection(namespace, query.labels, query.fields, grant.namespaces)
     if query.watch:
         if target.name is not None:
@@ -101,6 +104,7 @@ async def resource_endpoint(request: Request) -> Response:
     if accept.kind == "sse":
         return await _sse(request, gateway, grant, selection, query)
     entry = await gateway.cache.load(resource, wait=gateway.settings.sync_timeout)
+    await fresh_enough(entry.hub, query, listing=target.name is None)
     if target.name is not None:
         return _get(request, entry, target, accept, query)
     return await _list(request, entry, selection, query, accept)
