@@ -80,17 +80,34 @@ class Event:
             found = self._decoded[which] = source.to_dict() if source is not None else {}
         return found
 
-    def object_bytes(self, kind: str) -> bytes:
-        """The object as sent for ``kind``; ``DELETED_OLD`` is the old state at the new version."""
-        if kind != "DELETED_OLD":
+    @property
+    def restamped(self) -> bool:
+        """Whether the event stands at a version other than its object's own (a relist's
+        event, found behind newer ones, or a tombstone): see ``object_bytes``."""
+        return self.rv != parse_rv(self.obj.resource_version)
+
+    def object_bytes(self, kind: str, fmt: str = "sse") -> bytes:
+        """The object as sent for ``kind`` in ``fmt``.
+
+        ``DELETED_OLD`` is the old state at the new version. On the watch
+        protocol an object always carries its event's version: a client resumes
+        from the last object's ``metadata.resourceVersion`` (client-go does), so
+        a relist's event, whose object is older than events already sent, goes
+        out stamped with the event's version — versions on the wire only
+        increase, and a resume from one gets exactly the rest or a 410. SSE,
+        resumed by its exact ids, sends objects as they are.
+        """
+        stamp = fmt == "watch" and self.restamped
+        if kind != "DELETED_OLD" and not stamp:
             return self.obj.raw
-        cached = self._frames.get(kind)
+        key = f"{kind}|{fmt}" if stamp else kind
+        cached = self._frames.get(key)
         if cached is None:
-            old = dict(self.decoded("old"))
-            meta = dict(old.get("metadata") or {})
-            meta["resourceVersion"] = self.obj.resource_version
-            old["metadata"] = meta
-            cached = self._frames[kind] = orjson.dumps(old)
+            source = dict(self.decoded("old" if kind == "DELETED_OLD" else "new"))
+            meta = dict(source.get("metadata") or {})
+            meta["resourceVersion"] = str(self.rv) if stamp else self.obj.resource_version
+            source["metadata"] = meta
+            cached = self._frames[key] = orjson.dumps(source)
         return cached
 
     def frame_parts(self, kind: str, fmt: str) -> tuple[bytes, bytes, bytes]:
@@ -100,7 +117,7 @@ class Event:
         writer joins the parts of a whole batch into one buffer.
         """
         name = _NAMES[kind]
-        raw = self.object_bytes(kind)
+        raw = self.object_bytes(kind, fmt)
         if fmt == "watch":
             return _WATCH_PREFIX[name], raw, b"}\n"
         return (b"id: " + self.id.encode() + b"\nevent: " + name + b"\ndata: ", raw, b"\n\n")

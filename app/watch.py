@@ -94,7 +94,7 @@ class WatchEncoder:
             return b"".join(parts)
         lines = []
         for event, kind in batch:
-            obj = orjson.loads(event.object_bytes(kind))
+            obj = orjson.loads(event.object_bytes(kind, "watch"))
             name = "DELETED" if kind == "DELETED_OLD" else kind
             lines.append(self._table_line(name, obj))
         return b"".join(lines)

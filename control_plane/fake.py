@@ -27,6 +27,7 @@ import datetime as dt
 import threading
 import urllib.parse
 import uuid
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -136,6 +137,7 @@ class FakeCluster(RestVerbs):
         self._compacted = 0
         self._watches_open = threading.Event()
         self._watches_open.set()
+        self._watches: weakref.WeakSet[_FakeWatch] = weakref.WeakSet()
         self.list_calls = 0
 
     # -- faults --------------------------------------------------------------------
@@ -145,6 +147,15 @@ class FakeCluster(RestVerbs):
         with self._cond:
             self._compacted = self._rv
             return self._rv
+
+    def end_watches(self) -> int:
+        """End every open watch (an API server restart); return how many were ended."""
+        with self._cond:
+            ended = [w for w in self._watches if not w._stopped]
+            for watch in ended:
+                watch._stopped = True
+            self._cond.notify_all()
+            return len(ended)
 
     def pause_watches(self) -> None:
         """Hold every watch's next event until ``resume_watches`` (a lagging watch)."""
@@ -443,7 +454,9 @@ class _FakeListerWatcher:
             if since < cluster._compacted:
                 raise ResourceExpiredError(f"too old resource version: {since} ({cluster._compacted})",
                                            code=410, reason="Expired")
-            return _FakeWatch(self, replace(options), since)
+            watch = _FakeWatch(self, replace(options), since)
+            cluster._watches.add(watch)
+            return watch
 
 
 class _FakeWatch:

@@ -97,3 +97,22 @@ def test_wire_frames_share_the_cached_object_bytes():
     assert prefix + body + suffix == b'{"type":"MODIFIED","object":' + event.obj.raw + b"}\n"
     sse = b"".join(event.frame_parts("MODIFIED", "sse"))
     assert sse == b"id: " + event.id.encode() + b"\nevent: MODIFIED\ndata: " + event.obj.raw + b"\n\n"
+
+
+def test_on_the_watch_a_relist_event_carries_its_events_version_and_on_sse_its_own():
+    import orjson
+
+    hub = ready_hub(obj("a", 5), obj("b", 6))
+    hub.apply("update", obj("a", 9), obj("a", 5))
+    hub.apply("update", obj("b", 7), obj("b", 6))  # a relist's, behind a@9
+    late = hub.ring[-1]
+    assert late.restamped and late.rv == 9
+    watch_obj = orjson.loads(b"".join(late.frame_parts("MODIFIED", "watch"))[:-1].split(
+        b'"object":', 1)[1][:-1])
+    assert watch_obj["metadata"]["resourceVersion"] == "9"
+    assert watch_obj["metadata"]["name"] == "b"
+    sse_obj = late.frame_parts("MODIFIED", "sse")[1]
+    assert sse_obj is late.obj.raw  # SSE is resumed by id: the object as it is
+    on_time = hub.ring[-2]
+    assert not on_time.restamped
+    assert on_time.frame_parts("MODIFIED", "watch")[1] is on_time.obj.raw  # no copy
