@@ -22,6 +22,7 @@ from app.events import EventHub
 from app.printers import DEFAULT_PRINTER, PRINTERS, crd_columns
 from app.request import ResourcePath
 from app.settings import Settings
+from app.staleness import HEARTBEAT_EVERY, stale_since
 from app.status import StatusError, not_found
 from app.table import Printer
 from informer_core.discovery import APIResource, GroupVersionResource
@@ -78,6 +79,9 @@ class GatewayCache:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reaper: asyncio.Task | None = None
         self._reachable: tuple[float, bool] = (0.0, False)
+        self.confirmed_at = time.time()  # the API server last answered the heartbeat
+        self._heartbeat: asyncio.Task | None = None
+        self._next_discovery: asyncio.Future | None = None  # the refresh misses wait for
         self._prewarm_gvrs: set[GroupVersionResource] = set()
         self._prewarm_task: asyncio.Task | None = None
 
@@ -98,6 +102,7 @@ class GatewayCache:
         self.factory.set_on_watch_error(self._watch_error_from_thread)
         if self.settings.idle_unload > 0:
             self._reaper = asyncio.create_task(self._reap_idle())
+        self._heartbeat = asyncio.create_task(self._beat())
         resources = []
         for text in self.settings.prewarm:
             try:
@@ -119,6 +124,8 @@ class GatewayCache:
         """End every stream, stop every informer and join their threads."""
         if self._reaper is not None:
             self._reaper.cancel()
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
         if self._prewarm_task is not None:
             self._prewarm_task.cancel()
         for task in list(self._pending.values()):
@@ -142,7 +149,14 @@ class GatewayCache:
         found = discovery.lookup(gvr) if discovery.loaded() else None
         if found is None:
             try:
-                found = await run_blocking(discovery.resolve, gvr)
+                if discovery.loaded():
+                    # a view fetched after this question: a CRD created a moment ago is found
+                    await self._rediscover()
+                    found = discovery.lookup(gvr)
+                    if found is None:
+                        raise NotFoundError(str(gvr))
+                else:
+                    found = await run_blocking(discovery.resolve, gvr)
             except NotFoundError:
                 raise not_found(
                     f"the server could not find the requested resource "
@@ -157,6 +171,25 @@ class GatewayCache:
             raise StatusError(405, f"resource {found.gvr} cannot be listed and watched "
                                    f"(verbs: {', '.join(sorted(found.verbs))})", "MethodNotAllowed")
         return found
+
+    async def _rediscover(self) -> None:
+        """Wait for a discovery refresh that starts after now, shared by every miss.
+
+        Unknown resources are what hostile or mistaken callers send most: each
+        miss must not hold a thread while it waits for its turn (refreshes are
+        spaced by the discovery's minimum interval), nor cost a refresh of its
+        own. The first miss schedules the next refresh; every miss until it
+        starts joins it.
+        """
+        if self._next_discovery is None or self._next_discovery.done():
+            self._next_discovery = asyncio.ensure_future(self._discover_in_turn())
+        await asyncio.shield(self._next_discovery)
+
+    async def _discover_in_turn(self) -> None:
+        discovery = self.factory.discovery
+        await asyncio.sleep(max(0.0, discovery.min_refresh_interval - discovery.age()))
+        self._next_discovery = None  # misses from now on wait for the refresh after this one
+        await run_blocking(discovery.refresh)
 
     async def resolve_text(self, text: str) -> APIResource:
         """Resolve ``pods``, ``deployments.apps``, ... (for configuration)."""
@@ -304,7 +337,7 @@ class GatewayCache:
     def pending(self) -> list[GroupVersionResource]:
         return list(self._pending)
 
-    async def api_server_reachable(self, max_age: float = 5.0) -> bool:
+    async def api_server_reachable(self, max_age: float = HEARTBEAT_EVERY) -> bool:
         """Return whether ``/version`` answered recently (checked at most every ``max_age`` s)."""
         checked_at, ok = self._reachable
         if time.monotonic() - checked_at < max_age:
@@ -315,7 +348,19 @@ class GatewayCache:
         except ConnectionError:
             ok = False
         self._reachable = (time.monotonic(), ok)
+        if ok:
+            self.confirmed_at = time.time()
         return ok
+
+    async def _beat(self) -> None:
+        """The heartbeat: ask the API server every few seconds (see ``app.staleness``)."""
+        while True:
+            await self.api_server_reachable()
+            await asyncio.sleep(HEARTBEAT_EVERY)
+
+    def stale_since(self, entry: ResourceCache) -> float | None:
+        """When ``entry`` was last known current, or ``None`` if it is now."""
+        return stale_since(entry.generic.informer().reflector_stats(), self.confirmed_at)
 
     def prewarm_ready(self) -> bool:
         """Return whether every pre-warmed resource is loaded and synced."""

@@ -237,6 +237,11 @@ class Discovery:
                                 f"group version {gvr.group_version!r}", reason="NotFound")
         return self._check_verbs(found)
 
+    @property
+    def min_refresh_interval(self) -> float:
+        """Seconds a miss waits at most between two refreshes."""
+        return self._min_refresh
+
     def lookup(self, gvr: GroupVersionResource | tuple[str, str, str]) -> APIResource | None:
         """Return what the current view says of ``gvr`` (no I/O; ``None`` if unknown or not loaded)."""
         return self._lookup(GroupVersionResource(*gvr))

@@ -87,6 +87,8 @@ class ReflectorStats:
     watch_errors: int = 0
     events: int = 0
     last_event_time: float = 0.0  # time.time() of the last watch event or list
+    watching: bool = False  # a watch is open: the store follows the API server
+    unwatched_since: float = 0.0  # time.time() the last open watch ended (0: never had one)
 
 
 def resource_version_of(obj: Any) -> str:
@@ -276,6 +278,7 @@ class Reflector:
             with self._lock:
                 self._stream = stream
             self.stats.watches += 1
+            self.stats.watching = True
             try:
                 self._handle_watch(stream, stop)
             except WatchAbortedError:
@@ -293,6 +296,8 @@ class Reflector:
                 self._report(exc)
                 return  # relist after backoff
             finally:
+                self.stats.watching = False
+                self.stats.unwatched_since = time.time()
                 with self._lock:
                     self._stream = None
                 stream.stop()

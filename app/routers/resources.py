@@ -41,6 +41,7 @@ from app.request import (
 )
 from app.selection import Selection
 from app.sse import SSEEncoder
+from app.staleness import staleness_headers
 from app.status import StatusError, forbidden, method_not_allowed, not_found
 from app.streams import open_stream
 from app.table import table_bytes
@@ -106,8 +107,14 @@ async def resource_endpoint(request: Request) -> Response:
     entry = await gateway.cache.load(resource, wait=gateway.settings.sync_timeout)
     await fresh_enough(entry.hub, query, listing=target.name is None)
     if target.name is not None:
-        return _get(request, entry, target, accept, query)
-    return await _list(request, entry, selection, query, accept)
+        response = _get(request, entry, target, accept, query)
+    else:
+        response = await _list(request, entry, selection, query, accept)
+    since = gateway.cache.stale_since(entry)
+    if since is not None:  # not following the API server: say how old this may be
+        response.raw_headers.extend((k.lower().encode(), v.encode()) for k, v in
+                                    staleness_headers(resource.resource, since).items())
+    return response
 
 
 def _check_scope(target: ResourcePath, resource: Any) -> None:

@@ -33,3 +33,39 @@ def test_unloading_is_off_by_default_and_streams_keep_a_cache_loaded(backend, na
         del stream
     with run_gateway(backend) as gw:
         assert gw.settings.idle_unload == 0
+
+
+def test_requests_for_unknown_resources_share_one_discovery_refresh_and_hold_nothing():
+    """A burst of misses (typos, a fuzzer, a hostile caller) costs one refresh per interval,
+    holds no thread while it waits, and slows no request for a known resource."""
+    import concurrent.futures
+
+    from control_plane.fake import FakeCluster
+
+    fake = FakeCluster()
+    fetches: list[str] = []
+    original = fake.fetch
+
+    def counting(path, timeout=30.0):
+        fetches.append(path)
+        return original(path, timeout)
+
+    fake.fetch = counting
+    fake.ensure_namespace("demo")
+    with run_gateway(fake) as running, httpx.Client(base_url=running.url, timeout=30) as http:
+        assert http.get("/api/v1/namespaces/demo/configmaps").status_code == 200
+        time.sleep(1.1)  # past the refresh interval
+        before = fetches.count("/api")
+        burst_began = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(64) as pool:
+            misses = [pool.submit(http.get, f"/api/v1/nosuch{i}") for i in range(64)]
+            time.sleep(0.05)
+            began = time.monotonic()
+            known = http.get("/api/v1/namespaces/demo/configmaps")
+            known_took = time.monotonic() - began
+            answers = [m.result() for m in misses]
+        burst = time.monotonic() - burst_began
+        assert {a.status_code for a in answers} == {404}
+        assert known.status_code == 200 and known_took < 0.5
+        # one refresh per interval (1 s) while misses keep coming, not one per miss
+        assert fetches.count("/api") - before <= 1 + int(burst) + 1 < len(answers)
