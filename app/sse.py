@@ -110,7 +110,9 @@ class SSEEncoder:
         return _HEARTBEAT if idle else None
 
     def ended(self, why: str) -> bytes | None:
-        return _error_frame(*_LAST_WORDS[why])
+        # the reconnect advice again, so a browser comes back promptly (to another replica,
+        # when this one is shutting down)
+        return _retry(self._retry_ms) + _error_frame(*_LAST_WORDS[why])
 
     def refused(self, error: StatusError) -> bytes:
         return b"event: ERROR\ndata: " + orjson.dumps(error.body()) + b"\n\n"

@@ -65,28 +65,75 @@ def test_prewarm_of_a_denied_or_unknown_resource_fails_start_up(local_cluster, t
         assert needle in out.stderr
 
 
-def test_serve_ends_streams_and_exits_cleanly_on_sigterm(local_cluster, tmp_path):
+def test_serve_under_load_finishes_requests_ends_streams_and_exits_cleanly_on_sigterm(
+        local_cluster, tmp_path):
+    """SIGTERM while lists are being answered and streams are open: every request that got an
+    answer got a whole 200, the SSE stream ends with ``retry:`` and an ERROR 503, the watch
+    ends cleanly (as the API server ends its watches: client-go watches again), and the
+    process exits 0 within its grace period."""
+    import threading
+
     kubeconfig = local_cluster.write_kubeconfig(tmp_path / "kc", local_cluster.admin)
     port = free_port()
     env = dict(os.environ, KCG_PORT=str(port), KCG_LOG_LEVEL="warning")
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--kubeconfig", str(kubeconfig),
                              "--prewarm", "configmaps"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
+    stop = threading.Event()
+    outcomes: list[str] = []
+
+    def load() -> None:  # lists, back to back, each on a fresh connection
+        while not stop.is_set():
+            try:
+                got = httpx.get(f"http://127.0.0.1:{port}/api/v1/configmaps", timeout=10)
+                whole = got.status_code == 200 and got.json()["kind"] == "ConfigMapList"
+                outcomes.append("ok" if whole else f"status {got.status_code}")
+            except httpx.ConnectError:
+                outcomes.append("refused")  # after the listener closed: the client retries
+            except (httpx.HTTPError, ValueError) as exc:
+                outcomes.append(f"broken {type(exc).__name__}")
+
+    watch_end: list[str] = []
+
+    def watch() -> None:
+        try:
+            with httpx.stream("GET", f"http://127.0.0.1:{port}/api/v1/configmaps",
+                              params={"watch": "true"}, timeout=30) as answer:
+                for _ in answer.iter_lines():
+                    pass
+            watch_end.append("ended")
+        except httpx.HTTPError as exc:
+            watch_end.append(f"broken {type(exc).__name__}")
+
     try:
         url = f"http://127.0.0.1:{port}"
         wait_for(lambda: _ok(f"{url}/readyz"), timeout=30)
+        loaders = [threading.Thread(target=load) for _ in range(4)]
+        watcher = threading.Thread(target=watch)
+        for t in (*loaders, watcher):
+            t.start()
         with httpx.stream("GET", f"{url}/core/v1/configmaps",
                           headers={"Accept": "text/event-stream"}, timeout=30) as sse:
             lines = sse.iter_lines()
             while next(lines) != "event: SYNCED":
                 pass
+            time.sleep(0.5)  # under load
+            answered_before = outcomes.count("ok")
             started = time.monotonic()
             proc.send_signal(signal.SIGTERM)
             rest = list(lines)  # ends when the server ends the stream
-        assert any('"code":503' in line for line in rest), rest[-4:]
         assert proc.wait(timeout=15) == 0
-        assert time.monotonic() - started < 10
+        took = time.monotonic() - started
+        stop.set()
+        for t in (*loaders, watcher):
+            t.join(15)
+        assert answered_before > 10
+        assert [o for o in outcomes if o not in ("ok", "refused")] == []
+        assert "retry: 2000" in rest and any('"code":503' in line for line in rest), rest[-4:]
+        assert watch_end == ["ended"]
+        assert took < 10
     finally:
+        stop.set()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
