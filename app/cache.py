@@ -81,6 +81,7 @@ class GatewayCache:
         self._reachable: tuple[float, bool] = (0.0, False)
         self.confirmed_at = time.time()  # the API server last answered the heartbeat
         self._heartbeat: asyncio.Task | None = None
+        self._probing = False
         self._next_discovery: asyncio.Future | None = None  # the refresh misses wait for
         self._prewarm_gvrs: set[GroupVersionResource] = set()
         self._prewarm_task: asyncio.Task | None = None
@@ -338,15 +339,22 @@ class GatewayCache:
         return list(self._pending)
 
     async def api_server_reachable(self, max_age: float = HEARTBEAT_EVERY) -> bool:
-        """Return whether ``/version`` answered recently (checked at most every ``max_age`` s)."""
+        """Return whether ``/version`` answered recently (checked at most every ``max_age`` s).
+
+        Never waits on a check in progress (a stopped API server takes seconds to
+        not answer): meanwhile the last answer stands.
+        """
         checked_at, ok = self._reachable
-        if time.monotonic() - checked_at < max_age:
+        if time.monotonic() - checked_at < max_age or self._probing:
             return ok
+        self._probing = True
         try:
             status, _ = await run_blocking(self.factory.discovery.get, "/version", 2.0)
             ok = status == 200
         except ConnectionError:
             ok = False
+        finally:
+            self._probing = False
         self._reachable = (time.monotonic(), ok)
         if ok:
             self.confirmed_at = time.time()

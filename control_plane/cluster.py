@@ -139,6 +139,7 @@ class LocalCluster:
         self.user = User("alice", secrets.token_hex(16), ("developers",))
         self.etcd_url = ""
         self._etcd: subprocess.Popen | None = None
+        self._etcd_ports: tuple[int, int] | None = None  # kept across restarts
         self.apiservers: list[APIServer] = []
         self._lock = threading.Lock()
 
@@ -283,9 +284,20 @@ class LocalCluster:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return json.loads(resp.read())
 
+    def restart_etcd(self, down_seconds: float = 0.0) -> None:
+        """Stop etcd (SIGTERM), stay down ``down_seconds``, start it again on the same
+        ports and data: the API servers reconnect by themselves."""
+        self._terminate(self._etcd)
+        self._etcd = None
+        if down_seconds:
+            time.sleep(down_seconds)
+        self._start_etcd()
+
     def _start_etcd(self) -> None:
         assert self._binaries is not None and self.workdir is not None
-        client, peer = free_port(), free_port()
+        if self._etcd_ports is None:
+            self._etcd_ports = (free_port(), free_port())
+        client, peer = self._etcd_ports
         self.etcd_url = f"http://127.0.0.1:{client}"
         log_path = self.workdir / "etcd.log"
         args = [

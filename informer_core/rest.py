@@ -245,7 +245,10 @@ class RawClient:
                 "GET", self._base + path, headers=self.headers(),
                 retries=_ONE_RETRY,  # a kept-alive connection the server just closed
                 redirect=False, preload_content=True, decode_content=True,
-                timeout=urllib3.Timeout(connect=_CONNECT_TIMEOUT, read=read_timeout))
+                # a caller wanting an answer within a few seconds wants the connection (TLS
+                # handshake included: a stopped server accepts, then says nothing) as soon
+                timeout=urllib3.Timeout(connect=min(_CONNECT_TIMEOUT, read_timeout),
+                                        read=read_timeout))
         except (OSError, Urllib3HTTPError, http.client.HTTPException) as exc:
             raise ConnectionError(f"GET {path}: {exc}") from exc
         body = response.data

@@ -21,10 +21,14 @@ class ResumingWatcher:
         self.state: dict[str, str] = {}
         self.rv = ""
         self.delivered: list[tuple[str, str, str]] = []  # (type, name, wire resourceVersion)
+        self._changes: list[tuple[str, str, bytes]] = []  # (type, name, content): one per change
+        self.kinds: dict[str, int] = {}  # every event type received, over relists too
         self.gone = 0
 
     def relist(self) -> None:
         body = httpx.get(self.base + self.path, timeout=30).json()
+        self._changes.clear()  # a fresh state: what comes next is new to it
+        self.delivered.clear()
         self.state = {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in body["items"]}
         self.rv = body["metadata"]["resourceVersion"]
 
@@ -48,6 +52,11 @@ class ResumingWatcher:
                     if kind == "BOOKMARK":
                         continue
                     self.delivered.append((kind, meta["name"], meta["resourceVersion"]))
+                    self.kinds[kind] = self.kinds.get(kind, 0) + 1
+                    content = {k: v for k, v in obj.items() if k != "metadata"}
+                    self._changes.append((kind, meta["name"], orjson.dumps(
+                        [content, meta.get("labels"), meta.get("uid")],
+                        option=orjson.OPT_SORT_KEYS)))
                     if kind == "DELETED":
                         self.state.pop(meta["name"], None)
                     else:
@@ -56,10 +65,12 @@ class ResumingWatcher:
                     return
 
     def duplicates(self) -> list[tuple[str, str, str]]:
+        """Changes delivered more than once: the same event type for the same content of the
+        same object (a relist's events share their wire version, so versions cannot tell)."""
         seen, again = set(), []
-        for item in self.delivered:
+        for item, delivered in zip(self._changes, self.delivered):
             if item in seen:
-                again.append(item)
+                again.append(delivered)
             seen.add(item)
         return again
 
