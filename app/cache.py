@@ -286,7 +286,7 @@ class GatewayCache:
     def _drop(self, gvr: GroupVersionResource) -> None:
         entry = self._entries.pop(gvr, None)
         if entry is not None:
-            entry.hub.close_all()
+            entry.hub.close_all("gone")
         loading = self._syncing.get(gvr)
         if loading is not None and not loading.done():
             loading.set_exception(not_found(

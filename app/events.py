@@ -138,6 +138,7 @@ class Subscriber:
         self._wakeup = asyncio.Event()
         self.overflowed = False
         self.closed = False
+        self.why = ""  # why it was closed: "unloaded" or "gone"
 
     def transition(self, event: Event) -> str | None:
         """Return what ``event`` means to this subscriber, as the apiserver's watch cache.
@@ -190,8 +191,9 @@ class Subscriber:
         self._queue.clear()
         return batch
 
-    def close(self) -> None:
+    def close(self, why: str = "unloaded") -> None:
         self.closed = True
+        self.why = why
         self._wakeup.set()
 
 
@@ -333,7 +335,7 @@ class EventHub:
     def unsubscribe(self, subscriber: Subscriber) -> None:
         self.subscribers.discard(subscriber)
 
-    def close_all(self) -> None:
-        """End every subscriber's stream (the resource was unloaded or the gateway stops)."""
+    def close_all(self, why: str = "unloaded") -> None:
+        """End every subscriber's stream: ``unloaded``, or ``gone`` (the resource was deleted)."""
         for subscriber in list(self.subscribers):
-            subscriber.close()
+            subscriber.close(why)

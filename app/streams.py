@@ -39,7 +39,7 @@ from app.cache import ResourceCache
 from app.events import Event, Subscriber
 from app.request import Query
 from app.selection import Selection
-from app.status import StatusError
+from app.status import StatusError, not_found
 
 __all__ = ["StreamEncoder", "open_stream"]
 
@@ -117,6 +117,12 @@ async def open_stream(gateway: Any, request: Request, grant: Grant, selection: S
                 batch = await subscriber.next_batch(max(0.0, min(waits)) if waits else None)
                 if batch:
                     yield encoder.events(batch)
+                if subscriber.closed and subscriber.why == "gone":
+                    yield encoder.refused(not_found(
+                        f"the resource {_named(resource)} went away from the API server (its "
+                        f"CustomResourceDefinition or API service was deleted)",
+                        resource=resource.resource, group=resource.group))
+                    return
                 if subscriber.overflowed or subscriber.closed:
                     last = encoder.ended("behind" if subscriber.overflowed else "unloaded")
                     if last:
@@ -137,3 +143,7 @@ async def open_stream(gateway: Any, request: Request, grant: Grant, selection: S
             gateway.metrics.stream_closed(encoder.name)
 
     return StreamingResponse(stream(), media_type=encoder.media_type, headers=encoder.headers)
+
+
+def _named(resource: Any) -> str:
+    return f"{resource.resource}.{resource.group}" if resource.group else resource.resource

@@ -82,3 +82,63 @@ def test_sse_subscribers_see_exactly_the_differences_across_an_apiserver_restart
                     reader.close()
     finally:
         local_cluster.remove_apiserver(server)
+
+
+@pytest.mark.timeout(180)
+def test_a_crd_deleted_while_streamed_ends_its_streams_unloads_and_comes_back(local_cluster, kube, namespace):
+    """The CRD goes: its streams end with a clear ERROR (404 NotFound), its cache is unloaded
+    and lists say 404; created again, it is served again from a fresh informer."""
+    import json
+
+    import httpx
+
+    from control_plane.kubeapi import widget_crd
+    from tests.helpers import wait_until
+
+    crd = widget_crd("gone.example.com", "sprockets", "Sprocket")
+    kube.create_crd(crd)
+    path = f"/apis/gone.example.com/v1/namespaces/{namespace}/sprockets"
+
+    def sprocket(name):
+        return {"apiVersion": "gone.example.com/v1", "kind": "Sprocket", "metadata": {"name": name}}
+
+    kube.create(path, sprocket("s1"))
+    with run_gateway(local_cluster) as gw:
+        assert [o["metadata"]["name"] for o in httpx.get(gw.url + path).json()["items"]] == ["s1"]
+        sse = LineReader(gw.url + path, {"Accept": "text/event-stream"})
+        watch = LineReader(gw.url + path + "?watch=true")
+        try:
+            sse.wait_for(lambda l: any(e.get("event") == "SYNCED" for e in sse_events(l)))
+            watch.wait_for(lambda l: any('"s1"' in line for line in l))
+            kube.delete_crd(crd["metadata"]["name"])
+
+            sse.wait_for(lambda l: any(e.get("event") == "ERROR" for e in sse_events(l)), timeout=30)
+            error = next(json.loads(e["data"]) for e in sse_events(sse.lines) if e.get("event") == "ERROR")
+            assert (error["code"], error["reason"]) == (404, "NotFound"), error
+            assert "sprockets.gone.example.com" in error["message"]
+            watch.wait_for(lambda l: any('"ERROR"' in line for line in l), timeout=30)
+            last = json.loads(watch.lines[-1])
+            assert last["type"] == "ERROR" and last["object"]["code"] == 404, last
+            assert sse.ended() and watch.ended()
+            wait_until(lambda: not any(g.resource == "sprockets" for g in gw.gateway.cache.entries()),
+                       10, message="the cache to be unloaded")
+            wait_until(lambda: httpx.get(gw.url + path).status_code == 404, 30,
+                       message="lists to answer 404")
+            assert httpx.get(gw.url + path).json()["reason"] == "NotFound"
+
+            kube.create_crd(crd)
+            kube.create(path, sprocket("s2"))
+            wait_until(lambda: httpx.get(gw.url + path).status_code == 200, 30,
+                       message="the recreated CRD to be served")
+            assert [o["metadata"]["name"] for o in httpx.get(gw.url + path).json()["items"]] == ["s2"]
+            again = LineReader(gw.url + path, {"Accept": "text/event-stream"})
+            try:
+                again.wait_for(lambda l: any(e.get("event") == "SYNCED" for e in sse_events(l)))
+                kube.create(path, sprocket("s3"))
+                again.wait_for(lambda l: ("ADDED", "s3") in _changes(l))
+            finally:
+                again.close()
+        finally:
+            sse.close()
+            watch.close()
+            kube.delete_crd(crd["metadata"]["name"])
