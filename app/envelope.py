@@ -8,13 +8,22 @@ cheapest. Large ones go out in slices of about ``CHUNK`` bytes, each joined from
 the exact ``Content-Length`` computed up front — so memory per answer stays
 bounded, the server's flow control paces a slow reader, and nothing is
 re-encoded.
+
+Compressed answers (``Accept-Encoding: gzip``) are compressed the same way, slice by
+slice on a worker thread with one running compressor, and sent chunked: fifty clients
+asking at once for 10,000 Pods hold fifty slices and compressors (about 0.5 MB each),
+not fifty joined 20 MB bodies.
 """
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import Iterator
 from typing import Any
 
 from starlette.responses import Response
+
+from app.bridge import run_blocking
 
 __all__ = ["CHUNK", "JOIN_BELOW", "ListBody", "StoredBody", "list_length", "list_metadata"]
 
@@ -64,30 +73,50 @@ class ListBody(Response):
     media_type = "application/json"
 
     def __init__(self, head: bytes, items: list[bytes], tail: bytes,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None, gzip: bool = False) -> None:
         self.status_code = 200
         self.background = None
         self._head, self._items, self._tail = head, items, tail
         self.length = list_length(head, items, tail)
         self.body = b""
+        self._gzip = gzip
         self.init_headers(headers)
-        # init_headers set the length of the empty body; the real one replaces it.
+        # init_headers set the length of the empty body; the real one replaces it (or,
+        # compressed, the answer is chunked).
         self.raw_headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]
-        self.raw_headers.append((b"content-length", str(self.length).encode()))
+        if gzip:
+            self.raw_headers += [(b"content-encoding", b"gzip"), (b"vary", b"Accept-Encoding")]
+        else:
+            self.raw_headers.append((b"content-length", str(self.length).encode()))
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        await send({"type": "http.response.start", "status": self.status_code,
-                    "headers": self.raw_headers})
+    def _slices(self) -> Iterator[bytes]:
         items = self._items
         if self.length <= JOIN_BELOW or not items:
-            await send({"type": "http.response.body",
-                         "body": b"".join((self._head, b",".join(items), self._tail))})
+            yield b"".join((self._head, b",".join(items), self._tail))
             return
         per_slice = max(1, CHUNK * len(items) // (self.length or 1))
-        await send({"type": "http.response.body", "body": self._head, "more_body": True})
+        yield self._head
         for start in range(0, len(items), per_slice):
             chunk = items[start:start + per_slice]
             if start:
                 chunk.insert(0, b"")  # the comma before this slice's first object
-            await send({"type": "http.response.body", "body": b",".join(chunk), "more_body": True})
-        await send({"type": "http.response.body", "body": self._tail})
+            yield b",".join(chunk)
+        yield self._tail
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": self.status_code,
+                    "headers": self.raw_headers})
+        if self._gzip:
+            compressor = zlib.compressobj(1, zlib.DEFLATED, 31)  # level 1, gzip framing
+            for data in self._slices():
+                packed = await run_blocking(compressor.compress, data)
+                if packed:
+                    await send({"type": "http.response.body", "body": packed, "more_body": True})
+            await send({"type": "http.response.body", "body": compressor.flush()})
+            return
+        slices = self._slices()
+        previous = next(slices)
+        for data in slices:
+            await send({"type": "http.response.body", "body": previous, "more_body": True})
+            previous = data
+        await send({"type": "http.response.body", "body": previous})

@@ -137,6 +137,7 @@ class Subscriber:
         self._queue: deque[tuple[Event, str]] = deque()
         self._wakeup = asyncio.Event()
         self.overflowed = False
+        self.fell_behind = asyncio.Event()  # set with overflowed: the stall watch starts
         self.closed = False
         self.why = ""  # why it was closed: "unloaded" or "gone"
 
@@ -170,7 +171,11 @@ class Subscriber:
         if kind is None:
             return
         if len(self._queue) >= self._max:
+            # Nothing queued will be sent now (the client resumes from what it got), so let
+            # the events go: a reader that stopped reading holds no more than its socket's.
             self.overflowed = True
+            self._queue.clear()
+            self.fell_behind.set()
         else:
             self._queue.append((event, kind))
         self._wakeup.set()

@@ -149,7 +149,12 @@ def _non_negative_int(name: str, value: str) -> int:
         raise bad_request(f"invalid value {value!r} for {name}: not an integer") from None
     if number < 0:
         raise bad_request(f"invalid value {value!r} for {name}: must not be negative")
+    if number > _INT64_MAX:
+        raise bad_request(f"invalid value {value[:32]!r} for {name}: larger than {_INT64_MAX}")
     return number
+
+
+_INT64_MAX = 2**63 - 1  # the API server's parameters are int64
 
 
 def encode_continue(key: str, query_fingerprint: str) -> str:

@@ -36,7 +36,10 @@ def run_server(settings: Any, api_client: Any, on_ready: Any = None) -> int:
             if on_ready is not None and self.started:
                 on_ready()
 
+    from app.limits import guarded_protocol
+
     config = uvicorn.Config(app, host=settings.host, port=settings.port, workers=1,
+                            http=guarded_protocol(settings),
                             log_level=settings.log_level.lower(), access_log=False,
                             timeout_graceful_shutdown=10, lifespan="on",
                             ssl_certfile=settings.tls_cert_file or None,

@@ -77,11 +77,13 @@ class Settings:
     subscriber_queue: int = 1_000
     max_streams: int = 10_000
     max_streams_per_client: int = 100
+    stall_timeout: float = 10.0
     sse_retry_ms: int = 2_000
     # Operations.
     log_level: str = "info"
     log_json: bool = False
     max_query_length: int = 8_192
+    max_header_bytes: int = 1_048_576
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
@@ -138,10 +140,14 @@ _HELP = {
     "subscriber_queue": "events buffered per stream before a slow subscriber is cut off",
     "max_streams": "most open watch and event streams in total",
     "max_streams_per_client": "most open streams per client address",
+    "stall_timeout": "seconds a stream that fell behind may take to send its last words "
+                     "before its connection is closed (a client that stopped reading)",
     "sse_retry_ms": "reconnect delay advised to EventSource clients, in milliseconds",
     "log_level": "debug, info, warning or error",
     "log_json": "write logs as JSON lines",
     "max_query_length": "longest accepted query string, in bytes",
+    "max_header_bytes": "largest request line plus headers, in bytes (larger: 431, as the "
+                        "API server's 1 MiB)",
 }
 
 
@@ -196,7 +202,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise ValueError(f"--port must be 1-65535, not {settings.port}")
     for name in ("sync_timeout", "event_ring_size", "subscriber_queue", "page_size",
                  "max_streams", "max_streams_per_client", "heartbeat_interval",
-                 "bookmark_interval"):
+                 "bookmark_interval", "stall_timeout", "max_header_bytes"):
         if getattr(settings, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive")
     if bool(settings.tls_cert_file) != bool(settings.tls_private_key_file):

@@ -22,7 +22,8 @@ browser reconnects by itself. A subscriber too slow to keep up gets the same
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import itertools
+from collections.abc import AsyncIterator, Iterable, Iterator
 
 import orjson
 from starlette.responses import Response, StreamingResponse
@@ -49,6 +50,14 @@ def _error_frame(code: int, message: str, reason: str) -> bytes:
     return b"event: ERROR\ndata: " + orjson.dumps(status_body(code, message, reason)) + b"\n\n"
 
 
+def _state(objects: list, prefix: bytes) -> Iterator[bytes]:
+    """The snapshot's ``ADDED`` frames, joined a slice at a time as the stream takes them."""
+    for start in range(0, len(objects), _CHUNK):
+        yield b"".join(
+            b"id: " + prefix + str(start + i).encode() + b"\nevent: ADDED\ndata: " + o.raw + b"\n\n"
+            for i, o in enumerate(objects[start:start + _CHUNK]))
+
+
 def _retry(ms: int) -> bytes:
     return b"retry: " + str(ms).encode() + b"\n\n"
 
@@ -72,7 +81,7 @@ class SSEEncoder:
 
         return StreamingResponse(once(), media_type=self.media_type, headers=self.headers)
 
-    def begin(self, entry: ResourceCache, subscriber: Subscriber) -> tuple[list[bytes], bool]:
+    def begin(self, entry: ResourceCache, subscriber: Subscriber) -> tuple[Iterable[bytes], bool]:
         """The missed events after ``Last-Event-ID``; else (RESET and) the state, then SYNCED."""
         hub = entry.hub
         first: list[bytes] = [_retry(self._retry_ms)]
@@ -89,13 +98,9 @@ class SSEEncoder:
                  "lastEventId": last_id[:128]}) + b"\n\n")
         objects = hub.snapshot(subscriber.selection)
         prefix = f"{hub.id}.{hub.seq}~".encode()
-        for start in range(0, len(objects), _CHUNK):
-            first.append(b"".join(
-                b"id: " + prefix + str(start + i).encode() + b"\nevent: ADDED\ndata: " + o.raw + b"\n\n"
-                for i, o in enumerate(objects[start:start + _CHUNK])))
-        first.append(f"id: {hub.id}.{hub.seq}\nevent: SYNCED\n".encode() + b"data: "
-                     + orjson.dumps({"resourceVersion": str(hub.rv)}) + b"\n\n")
-        return first, True
+        synced = (f"id: {hub.id}.{hub.seq}\nevent: SYNCED\n".encode() + b"data: "
+                  + orjson.dumps({"resourceVersion": str(hub.rv)}) + b"\n\n")
+        return itertools.chain(first, _state(objects, prefix), (synced,)), True
 
     def events(self, batch: list[tuple[Event, str]]) -> bytes:
         parts: list[bytes] = []

@@ -19,6 +19,15 @@ left off; both are a ``StreamEncoder`` (``app.watch``, ``app.sse``) run by
    stops, each with the encoder's last words;
 4. teardown, however the stream ends: unsubscribe, release the slot, count it.
 
+The bytes go out as the client takes them (``StreamBody``): flow control makes a
+send wait while the client's socket is full, which paces a slow reader and holds
+at most one chunk of the first state in memory (it is joined lazily, slice by
+slice). A client that stops reading altogether falls behind: its queue overflows
+(and is let go at once); if its last words cannot be sent within
+``stall_timeout`` either, its connection is closed. So a stream costs the same
+bounded memory whether its reader reads or not, and never holds events back from
+the others.
+
 Anything that must hold for every stream (authorization re-checks, per-worker
 behaviour) belongs here, once. A re-check that cannot be made (the API server
 does not answer) ends the stream too: it fails closed.
@@ -26,11 +35,14 @@ does not answer) ends the stream too: it fails closed.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any, Protocol
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
@@ -41,7 +53,9 @@ from app.request import Query
 from app.selection import Selection
 from app.status import StatusError, not_found
 
-__all__ = ["StreamEncoder", "open_stream"]
+__all__ = ["StreamBody", "StreamEncoder", "open_stream"]
+
+log = logging.getLogger(__name__)
 
 
 class StreamEncoder(Protocol):
@@ -54,8 +68,9 @@ class StreamEncoder(Protocol):
     def refuse(self, message: str) -> Response:
         """The answer when no stream slot is free (or raise a ``StatusError``)."""
 
-    def begin(self, entry: ResourceCache, subscriber: Subscriber) -> tuple[list[bytes], bool]:
-        """The first chunks (state or replay) and whether the stream goes on live."""
+    def begin(self, entry: ResourceCache, subscriber: Subscriber) -> tuple[Iterable[bytes], bool]:
+        """The first chunks (state or replay), joined as they are taken, and whether the
+        stream goes on live. What they hold is fixed when ``begin`` returns."""
 
     def events(self, batch: list[tuple[Event, str]]) -> bytes:
         """A batch of live events."""
@@ -115,8 +130,8 @@ async def open_stream(gateway: Any, request: Request, grant: Grant, selection: S
                 waits = [t - now for t in (deadline, encoder.next_tick(now), granted.expires)
                          if t is not None and t != math.inf]
                 batch = await subscriber.next_batch(max(0.0, min(waits)) if waits else None)
-                if batch:
-                    yield encoder.events(batch)
+                for piece in _pieces(batch):
+                    yield encoder.events(piece)
                 if subscriber.closed and subscriber.why == "gone":
                     yield encoder.refused(not_found(
                         f"the resource {_named(resource)} went away from the API server (its "
@@ -142,7 +157,62 @@ async def open_stream(gateway: Any, request: Request, grant: Grant, selection: S
             gateway.limiter.release(client)
             gateway.metrics.stream_closed(encoder.name)
 
-    return StreamingResponse(stream(), media_type=encoder.media_type, headers=encoder.headers)
+    return StreamBody(stream(), subscriber, settings.stall_timeout, media_type=encoder.media_type,
+                      headers=encoder.headers)
+
+
+class StreamBody(StreamingResponse):
+    """A stream's bytes; a client that stopped reading is cut off (see the module docstring).
+
+    Starlette stops sending when ``listen_for_disconnect`` returns (the client went
+    away); it returns as well when the subscriber fell behind and the stream did
+    not end within ``stall_timeout`` — its sends were blocked on a full socket.
+    """
+
+    def __init__(self, content: AsyncIterator[bytes], subscriber: Subscriber, stall_timeout: float,
+                 media_type: str, headers: dict[str, str]) -> None:
+        super().__init__(content, media_type=media_type, headers=headers)
+        self._subscriber = subscriber
+        self._stall_timeout = stall_timeout
+
+    async def stream_response(self, send: Any) -> None:
+        try:
+            await super().stream_response(send)
+        finally:
+            # Cut off or disconnected: end the stream now (unsubscribe, free its slot) rather
+            # than whenever the garbage collector finalizes it. Its teardown does not wait.
+            with anyio.CancelScope(shield=True):
+                await self.body_iterator.aclose()
+
+    async def listen_for_disconnect(self, receive: Any) -> None:
+        watchers = {asyncio.ensure_future(super().listen_for_disconnect(receive)),
+                    asyncio.ensure_future(self._stalled())}
+        try:
+            await asyncio.wait(watchers, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for watcher in watchers:
+                watcher.cancel()
+
+    async def _stalled(self) -> None:
+        await self._subscriber.fell_behind.wait()
+        await asyncio.sleep(self._stall_timeout)
+        log.warning("closing a stream to %s: it stopped reading (fell behind, then nothing "
+                    "taken for %.0f s)", self._subscriber.client or "a client", self._stall_timeout)
+
+
+_PIECE = 64 * 1024  # bytes of objects per write: what one stalled reader's buffer may hold
+
+
+def _pieces(batch: list[tuple[Event, str]]) -> Iterator[list[tuple[Event, str]]]:
+    """Split a batch into runs of about ``_PIECE`` bytes, so no write joins a whole burst."""
+    start, size = 0, 0
+    for i, (event, _) in enumerate(batch):
+        size += len(event.obj.raw)
+        if size >= _PIECE:
+            yield batch[start:i + 1]
+            start, size = i + 1, 0
+    if start < len(batch):
+        yield batch[start:]
 
 
 def _named(resource: Any) -> str:

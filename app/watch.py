@@ -14,6 +14,7 @@ server's watch cache does) and resumes from its last version.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 import orjson
 from starlette.responses import Response
@@ -53,14 +54,14 @@ class WatchEncoder:
     def refuse(self, message: str) -> Response:
         raise StatusError(429, message, "TooManyRequests", headers={"Retry-After": "1"})
 
-    def begin(self, entry: ResourceCache, subscriber: Subscriber) -> tuple[list[bytes], bool]:
+    def begin(self, entry: ResourceCache, subscriber: Subscriber) -> tuple[Iterable[bytes], bool]:
         """All current objects for no version or ``"0"``; else the events after it, or 410."""
         self.entry = entry
         hub = entry.hub
         version = self.query.resource_version
         if version in ("", "0"):
             objects = hub.snapshot(subscriber.selection)
-            return [self.snapshot(objects[i:i + _CHUNK]) for i in range(0, len(objects), _CHUNK)], True
+            return (self.snapshot(objects[i:i + _CHUNK]) for i in range(0, len(objects), _CHUNK)), True
         events = hub.events_after_rv(parse_rv(version))
         if events is None:
             return [_error_line(410, f"too old resource version: {version} ({hub.base_rv})",

@@ -26,7 +26,7 @@ from starlette.responses import Response
 from app.authz import Access, Grant
 from app.bridge import run_blocking
 from app.cache import ResourceCache
-from app.envelope import ListBody, StoredBody, list_metadata
+from app.envelope import ListBody, StoredBody, list_length, list_metadata
 from app.freshness import check_list_options, fresh_enough
 from app.request import (
     Accept,
@@ -199,10 +199,10 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
     head = (b'{"apiVersion":' + orjson.dumps(res.api_version) + b',"kind":'
             + orjson.dumps(res.list_kind) + b',"metadata":' + orjson.dumps(meta) + b',"items":[')
     items = [o.raw for o in objects]
-    answer = ListBody(head, items, _TAIL, {"Cache-Control": "no-cache, private", "ETag": etag})
-    if answer.length > _GZIP_ABOVE and _wants_gzip(request):
-        return await _finish(request, b"".join((head, b",".join(items), _TAIL)), etag)
-    return answer
+    headers = {"Cache-Control": "no-cache, private", "ETag": etag}
+    if list_length(head, items, _TAIL) > _GZIP_ABOVE and _wants_gzip(request):
+        return ListBody(head, items, _TAIL, headers, gzip=True)
+    return ListBody(head, items, _TAIL, headers)
 
 
 async def _watch(request: Request, gateway: Any, grant: Grant, selection: Selection,

@@ -22,6 +22,7 @@ import uvicorn
 
 from app.bridge import call_on_loop
 from app.demo import seed_workload
+from app.limits import guarded_protocol
 from app.main import build_factory, create_app
 from app.settings import Settings
 from control_plane.cluster import free_port
@@ -42,6 +43,7 @@ class RunningGateway:
         tls = {"ssl_certfile": settings.tls_cert_file,
                "ssl_keyfile": settings.tls_private_key_file} if settings.tls_cert_file else {}
         config = uvicorn.Config(self.app, host="127.0.0.1", port=settings.port, log_level="warning",
+                                http=guarded_protocol(settings),
                                 lifespan="on", timeout_graceful_shutdown=5, **tls)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="test-gateway", daemon=True)

@@ -50,3 +50,22 @@ def test_a_stored_object_is_sent_as_is_with_its_headers():
     assert start["status"] == 200 and bodies == [{"type": "http.response.body", "body": raw}]
     assert headers == {b"content-type": b"application/json", b"cache-control": b"no-cache, private",
                        b"content-length": str(len(raw)).encode()}
+
+
+@pytest.mark.parametrize("count, size", [(0, 10), (3, 100), (2000, 700), (300, 4000)])
+def test_a_gzipped_body_is_compressed_slice_by_slice_and_inflates_to_the_joined_one(count, size):
+    import gzip
+    import random
+
+    noise = random.Random(count)  # text that does not compress to nothing, so output flows
+    head, tail = b'{"kind":"PodList","items":[', b"]}"
+    items = [orjson.dumps({"n": i, "pad": noise.randbytes(size // 2).hex()}) for i in range(count)]
+    joined = head + b",".join(items) + tail
+    start, bodies = _send_all(ListBody(head, items, tail, {"ETag": '"e"'}, gzip=True))
+    headers = dict(start["headers"])
+    assert headers[b"content-encoding"] == b"gzip" and headers[b"vary"] == b"Accept-Encoding"
+    assert b"content-length" not in headers, "chunked: its length is known only at the end"
+    assert gzip.decompress(b"".join(m["body"] for m in bodies)) == joined
+    assert [m.get("more_body", False) for m in bodies][-1] is False
+    if len(joined) > JOIN_BELOW:  # compressed as it goes out, never joined whole
+        assert len(bodies) > 2
