@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test setup binaries bench manifests clean
+.PHONY: demo test setup binaries bench soak manifests clean
 
 demo: setup binaries
 	$(VENV)/bin/kube-cache-gateway demo
@@ -34,6 +34,12 @@ bench: setup binaries
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	$(PY) -m control_plane.binaries --test-tools
 	$(PY) -m bench --out docs/benchmarks.md --json docs/benchmarks.json
+
+# Ten minutes of 200 clients while objects churn; writes docs/soak.json and docs/soak.png
+# (the suite runs a two-minute form: tests/system/test_soak.py).
+soak: setup binaries
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) -m bench.soak --minutes 10 --json docs/soak.json --plot docs/soak.png
 
 # Re-render deploy/kube-cache-gateway.yaml from the chart (the tests fail while it is stale).
 manifests: setup

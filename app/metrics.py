@@ -7,6 +7,7 @@ histogram observation per request.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -52,6 +53,11 @@ class _CacheCollector(Collector):
                 if stats.last_event_time:
                     age.add_metric([name], max(0.0, now - stats.last_event_time))
         yield from (objects, synced, relists, restarts, events, age, subscribers)
+        try:  # scraped on the loop (/metrics is async): its tasks, a leak's first sign
+            tasks = len(asyncio.all_tasks())
+        except RuntimeError:
+            return
+        yield GaugeMetricFamily("kcg_event_loop_tasks", "Tasks on the serving event loop", value=tasks)
 
 
 class Metrics:

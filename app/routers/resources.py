@@ -173,13 +173,41 @@ def _get(request: Request, entry: ResourceCache, target: ResourcePath, accept: A
     return StoredBody(found.raw)
 
 
+_CATCH_UP_TRIES = 5
+
+
+async def _select_at_hub_version(entry: ResourceCache, selection: Selection) -> tuple[list, str]:
+    """The matching objects and a version that covers every one of them.
+
+    Lists are selected from the indexer (its indexes make label queries fast), which
+    the informer updates a moment before the hub (on the loop) hears of it; a list
+    stamped with the hub's version could hold an object newer than that version, and a
+    client watching from it (as informers do) would get that change again. So each
+    object is checked against the hub's view; if one is ahead, the hub is given the
+    moment it needs and the list is taken again.
+    """
+    hub = entry.hub
+    for _ in range(_CATCH_UP_TRIES):
+        objects = selection.select(entry.indexer, ordered=True)
+        view = hub.view
+        ahead = None
+        for obj in objects:
+            seen = view.get(obj.key)
+            if seen is not obj and (seen is None or seen.resource_version != obj.resource_version):
+                ahead = obj
+                break
+        if ahead is None:
+            return objects, str(hub.rv)
+        await hub.reached(int(ahead.resource_version or 0), 0.5)
+    return objects, str(hub.rv)
+
+
 async def _list(request: Request, entry: ResourceCache, selection: Selection, query: Query,
                 accept: Accept) -> Response:
     etag = _etag(request, entry, accept, selection)
     if request.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers={"ETag": etag})
-    rv = entry.resource_version()
-    objects = selection.select(entry.indexer, ordered=True)
+    objects, rv = await _select_at_hub_version(entry, selection)
     fingerprint = f"{entry.resource.gvr}|{selection.namespace}|{query.label_text}|{query.field_text}"
     if query.continue_key is not None:
         after = decode_continue(query.continue_key, fingerprint)

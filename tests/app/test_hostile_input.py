@@ -7,6 +7,7 @@ percent-encoding, very long and non-UTF-8 values — and every answer must be a 
 from __future__ import annotations
 
 import socket
+import time
 import urllib.parse
 
 import orjson
@@ -80,9 +81,16 @@ def send(port: int, request: bytes) -> tuple[int, dict[bytes, bytes], bytes]:
         conn.sendall(request)
         conn.settimeout(3)
         data = b""
+        began = time.monotonic()
         try:
             while b"\r\n\r\n" not in data or len(data) < 65536:
-                chunk = conn.recv(65536)
+                try:
+                    chunk = conn.recv(65536)
+                except TimeoutError:
+                    # nothing yet: a version the cache has not reached is waited for (3 s)
+                    if data or time.monotonic() - began > 8:
+                        raise
+                    continue
                 if not chunk:
                     break
                 data += chunk

@@ -1,0 +1,46 @@
+"""The soak's short form: two minutes of 200 clients on a gateway process while objects churn
+(``bench.soak``; ``make soak`` runs ten and plots them). Its own control plane, so the suite's
+other tests do not share the load."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from bench.soak import soak
+from control_plane.cluster import LocalCluster
+from control_plane.errors import ClusterUnavailableError
+from control_plane.pytest_plugin import unavailable
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    try:
+        own = LocalCluster().start()
+    except ClusterUnavailableError as exc:
+        unavailable(f"the real kube-apiserver could not be started: {exc}")
+    try:
+        yield own
+    finally:
+        own.stop()
+
+
+@pytest.mark.timeout(420)
+def test_two_minutes_of_mixed_load_lose_nothing_and_leak_nothing(cluster):
+    outcome = soak(cluster, minutes=2)
+    rows = outcome["rows"]
+    print("\n" + "\n".join(str(r) for r in rows))
+    print({k: v for k, v in outcome.items() if k != "rows"})
+    assert outcome["5xx"] == 0, outcome["client_error_examples"]
+    assert outcome["streams_not_equal_to_api_server"] == 0, outcome["client_error_examples"]
+    assert outcome["duplicates"] == 0, outcome["duplicate_examples"]
+    assert outcome["requests"] > 2_000 and outcome["events_delivered"] > 10_000
+    first, last = rows[0], rows[-1]
+    assert last["rss_mib"] <= first["rss_mib"] * 1.10, "RSS flat (within 10 %)"
+    assert last["threads"] <= first["threads"], "no thread growth"
+    assert last["fds"] <= first["fds"] + 10, "no file descriptor growth"
+    # tasks follow the open streams (each is a task or two); beyond them, nothing grows
+    assert last["tasks"] - 2 * last["streams"] <= first["tasks"] - 2 * first["streams"] + 10
