@@ -46,8 +46,8 @@ LISTERS, SSE_CLIENTS, WATCHERS = 80, 100, 20
 class Gateway:
     """``kube-cache-gateway serve`` as its own process (so its RSS, threads and fds are its own)."""
 
-    def __init__(self, cluster: LocalCluster, workdir: Path) -> None:
-        kubeconfig = cluster.write_kubeconfig(workdir / "kubeconfig", cluster.admin)
+    def __init__(self, cluster: LocalCluster, workdir: Path, *flags: str, server: Any = None) -> None:
+        kubeconfig = cluster.write_kubeconfig(workdir / "kubeconfig", cluster.admin, server)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, KCG_LOG_LEVEL="warning")
@@ -55,7 +55,7 @@ class Gateway:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "serve", "--kubeconfig", str(kubeconfig),
              "--port", str(self.port), "--prewarm", "configmaps",
-             "--max-streams-per-client", "1000"],  # every client is 127.0.0.1 here
+             "--max-streams-per-client", "1000", *flags],  # every client is 127.0.0.1 here
             env=env, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -274,68 +274,122 @@ def _pctl(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1]
 
 
-def soak(cluster: LocalCluster, minutes: float, write_rate: float = 20.0, log=print) -> dict[str, Any]:
-    """Run the soak on ``cluster``; return per-minute rows and the outcome."""
+def soak(cluster: LocalCluster, minutes: float, write_rate: float = 20.0, ring: int = 1000,
+         log=print) -> dict[str, Any]:
+    """Run the soak on ``cluster``; return per-minute rows and the outcome.
+
+    The event ring (what streams resume from) holds ``ring`` events: memory grows until
+    it is full — at the default 10,000 and this write rate, for the whole ten minutes —
+    so it is sized to fill within the first minute, and what grows after that is a leak.
+    """
     kube = KubeAPI.for_cluster(cluster)
     kube.ensure_namespace(NAMESPACE)
     for i in range(OBJECTS):
         if kube.get(f"{PATH}/o{i:03d}", ok_missing=True) is None:
             kube.create(PATH, _object(f"o{i:03d}", i))
     with tempfile.TemporaryDirectory(prefix="kcg-soak-") as tmp:
-        gateway = Gateway(cluster, Path(tmp))
+        gateway = Gateway(cluster, Path(tmp), "--event-ring-size", str(ring))
         try:
-            return _drive(gateway, kube, minutes, write_rate, log)
+            outcome = _drive(gateway, kube, minutes, write_rate, log)
+            outcome["event_ring_size"] = ring
+            return outcome
         finally:
             exit_code = gateway.stop()
             log(f"gateway exit code {exit_code}")
 
 
-def _drive(gateway: Gateway, kube: KubeAPI, minutes: float, write_rate: float, log) -> dict[str, Any]:
-    started = time.monotonic()
+CLIENT_PROCESSES = 2  # the clients' share of the cores: one Python process would be the bottleneck
+
+
+def _clients(url: str, index: int, processes: int, started: float, wants: Any, results: Any) -> None:
+    """One client process: its share of the listers, SSE and watch clients (every
+    ``processes``-th of each), until it is given the final state to settle on."""
     record = Record(started)
-    views = [StreamState() for _ in range(SSE_CLIENTS + WATCHERS)]
-    samples: dict[int, dict[str, float]] = {}
-    writer = Writer(kube, write_rate)
-    writer.start()
+    sse = [i for i in range(SSE_CLIENTS) if i % processes == index]
+    watchers = [i for i in range(WATCHERS) if i % processes == index]
+    views = {("sse", i): StreamState() for i in sse} | {("watch", i): StreamState() for i in watchers}
 
     async def main() -> None:
         stop = asyncio.Event()
         limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
         timeout = httpx.Timeout(30.0, read=120.0)
-        clients = [httpx.AsyncClient(base_url=gateway.url, limits=limits, timeout=timeout)
-                   for _ in range(LISTERS + SSE_CLIENTS + WATCHERS)]
-        tasks = [asyncio.create_task(_lister(clients[i], record, stop, random.Random(i)))
-                 for i in range(LISTERS)]
-        tasks += [asyncio.create_task(_sse(clients[LISTERS + i], views[i], record, stop,
-                                           random.Random(1000 + i))) for i in range(SSE_CLIENTS)]
-        tasks += [asyncio.create_task(_watch(clients[LISTERS + SSE_CLIENTS + i], views[SSE_CLIENTS + i],
-                                             record, stop, random.Random(2000 + i)))
-                  for i in range(WATCHERS)]
-        end = started + minutes * 60
-        while time.monotonic() < end:
-            await asyncio.sleep(min(5.0, max(0.0, end - time.monotonic())))
-            minute = record.minute() if time.monotonic() < end else int(minutes * 60 // 60) - 1
-            try:
-                samples[max(0, minute)] = await asyncio.to_thread(gateway.sample)
-            except (OSError, httpx.HTTPError) as exc:
-                record.errors.append(f"sample: {exc}")
-        writer.stop_event.set()
-        await asyncio.to_thread(writer.join, 30)
-        # let the streams settle on the final state, then stop them
-        want = {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in kube.get(PATH)["items"]}
+        clients: list[httpx.AsyncClient] = []
+
+        def client() -> httpx.AsyncClient:
+            clients.append(httpx.AsyncClient(base_url=url, limits=limits, timeout=timeout))
+            return clients[-1]
+
+        tasks = [asyncio.create_task(_lister(client(), record, stop, random.Random(i)))
+                 for i in range(LISTERS) if i % processes == index]
+        tasks += [asyncio.create_task(_sse(client(), views["sse", i], record, stop,
+                                           random.Random(1000 + i))) for i in sse]
+        tasks += [asyncio.create_task(_watch(client(), views["watch", i], record, stop,
+                                             random.Random(2000 + i))) for i in watchers]
+        want = await asyncio.to_thread(wants.get)  # the writes are over: the API server's state
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and any(v.state != want for v in views):
+        while time.monotonic() < deadline and any(v.state != want for v in views.values()):
             await asyncio.sleep(0.5)
         stop.set()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for client in clients:
-            await client.aclose()
-        record.want = want  # type: ignore[attr-defined]
+        for c in clients:
+            await c.aclose()
+        results.put({"latencies": dict(record.latencies), "statuses": dict(record.statuses),
+                     "events": dict(record.events), "errors": record.errors,
+                     "lost": sum(1 for v in views.values() if v.state != want),
+                     "duplicates": [d for v in views.values() for d in v.duplicates],
+                     "resets": sum(v.resets for v in views.values()),
+                     "reconnects": sum(v.reconnects for v in views.values())})
 
     asyncio.run(main())
-    want = record.want  # type: ignore[attr-defined]
+
+
+def _drive(gateway: Gateway, kube: KubeAPI, minutes: float, write_rate: float, log) -> dict[str, Any]:
+    import multiprocessing
+
+    started = time.monotonic()
+    record = Record(started)
+    samples: dict[int, dict[str, float]] = {}
+    writer = Writer(kube, write_rate)
+    writer.start()
+    context = multiprocessing.get_context("spawn")
+    wants = [context.Queue() for _ in range(CLIENT_PROCESSES)]
+    results = context.Queue()
+    processes = [context.Process(target=_clients, args=(gateway.url, i, CLIENT_PROCESSES, started,
+                                                        wants[i], results), daemon=True)
+                 for i in range(CLIENT_PROCESSES)]
+    for process in processes:
+        process.start()
+    end = started + minutes * 60
+    while time.monotonic() < end:
+        time.sleep(min(5.0, max(0.0, end - time.monotonic())))
+        minute = record.minute() if time.monotonic() < end else int(minutes * 60 // 60) - 1
+        try:
+            samples[max(0, minute)] = gateway.sample()
+        except (OSError, httpx.HTTPError) as exc:
+            record.errors.append(f"sample: {exc}")
+    writer.stop_event.set()
+    writer.join(30)
+    # let the streams settle on the final state, then stop them
+    want = {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in kube.get(PATH)["items"]}
+    for queue in wants:
+        queue.put(want)
+    lost, duplicates, resets, reconnects = 0, [], 0, 0
+    for _ in processes:
+        part = results.get(timeout=180)
+        for minute, values in part["latencies"].items():
+            record.latencies[minute].extend(values)
+        for minute, counts in part["statuses"].items():
+            record.statuses[minute].update(counts)
+        record.events.update(part["events"])
+        record.errors.extend(part["errors"])
+        lost += part["lost"]
+        duplicates += part["duplicates"]
+        resets += part["resets"]
+        reconnects += part["reconnects"]
+    for process in processes:
+        process.join(30)
     rows = []
     for minute in range(int(round(minutes))):
         lat = record.latencies.get(minute, [])
@@ -348,16 +402,14 @@ def _drive(gateway: Gateway, kube: KubeAPI, minutes: float, write_rate: float, l
         log("minute {minute}: {requests} requests, {5xx} 5xx, p50 {p50_ms} ms, p99 {p99_ms} ms, "
             "{events} events, RSS {rss_mib} MiB, threads {threads}, fds {fds}, tasks {tasks}".format(
                 **{"rss_mib": "?", "threads": "?", "fds": "?", "tasks": "?", **rows[-1]}))
-    lost = sum(1 for v in views if v.state != want)
     outcome = {
         "minutes": minutes, "clients": LISTERS + SSE_CLIENTS + WATCHERS,
         "writes": writer.writes, "failed_writes": writer.failures,
         "requests": sum(r["requests"] for r in rows), "5xx": sum(r["5xx"] for r in rows),
         "events_delivered": sum(record.events.values()),
         "streams_not_equal_to_api_server": lost,
-        "duplicates": sum(len(v.duplicates) for v in views),
-        "duplicate_examples": [d for v in views for d in v.duplicates][:5],
-        "resets": sum(v.resets for v in views), "reconnects": sum(v.reconnects for v in views),
+        "duplicates": len(duplicates), "duplicate_examples": duplicates[:5],
+        "resets": resets, "reconnects": reconnects, "client_processes": CLIENT_PROCESSES,
         "client_errors": len(record.errors), "client_error_examples": record.errors[:5],
         "rows": rows,
     }
@@ -406,11 +458,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--write-rate", type=float, default=20.0, help="API server writes per second")
+    parser.add_argument("--ring", type=int, default=1000, help="the gateway's --event-ring-size")
     parser.add_argument("--json", type=Path, default=Path("docs/soak.json"))
     parser.add_argument("--plot", type=Path, default=Path("docs/soak.png"))
     args = parser.parse_args(argv)
     with LocalCluster() as cluster:
-        outcome = soak(cluster, args.minutes, args.write_rate)
+        outcome = soak(cluster, args.minutes, args.write_rate, args.ring)
     outcome["command"] = "make soak  # python -m bench.soak " + " ".join(argv or sys.argv[1:])
     args.json.write_text(json.dumps(outcome, indent=2) + "\n")
     plot(outcome, args.plot)

@@ -50,7 +50,7 @@ def cluster() -> Iterator[LocalCluster]:
 class Scenario:
     """A namespace under write load, a gateway behind a fault proxy, two reconnecting clients."""
 
-    def __init__(self, cluster: LocalCluster, gateway, proxy: FaultProxy, path: str) -> None:
+    def __init__(self, cluster: LocalCluster, gateway, proxy: FaultProxy | None, path: str) -> None:
         self.cluster, self.gateway, self.proxy, self.path = cluster, gateway, proxy, path
         self.kube = KubeAPI.for_cluster(cluster)
         self.watcher = ResumingWatcher(gateway.url, path)
@@ -229,3 +229,43 @@ def test_connections_cut_and_slowed(scenario):
         scenario.proxy.reset()
     scenario.proxy.latency = 0.0
     _report("RSTs and latency", scenario.finish())
+
+
+def test_gateway_process_stopped_while_more_changes_pass_than_the_watch_window(cluster, tmp_path):
+    """The gateway process itself frozen (SIGSTOP) while changes pass and the API server restarts,
+    so that its watch window no longer reaches back to where the gateway stopped: thawed, the
+    gateway's watch resumes too old (410), it relists, and both clients get the deletions and
+    changes they missed. (Frozen alone, 20 s and 600 writes of 64 KB, the 1.20 API server kept
+    the watch open — its watch cache keeps 75 s of events — and the gateway caught up without
+    a relist.)"""
+    from bench.soak import Gateway
+
+    kube = KubeAPI.for_cluster(cluster)
+    namespace = f"frozen-{uuid.uuid4().hex[:8]}"
+    kube.ensure_namespace(namespace)
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    for i in range(_OBJECTS):
+        kube.create(path, {"metadata": {"name": f"o{i:02d}"}, "data": {"n": "0"}})
+    gateway = Gateway(cluster, tmp_path)
+    scenario = Scenario(cluster, gateway, None, path)
+    try:
+        scenario.start()
+        time.sleep(1)
+        before = relists(gateway.url)
+        gateway.process.send_signal(signal.SIGSTOP)
+        try:
+            written = scenario.writes
+            wait_until(lambda: scenario.writes - written > 100, 60, message="changes to pass")
+            cluster.restart_apiserver()  # its watch cache begins again, after the gateway's version
+            written = scenario.writes
+            wait_until(lambda: scenario.writes - written > 50, 60, message="more changes to pass")
+        finally:
+            gateway.process.send_signal(signal.SIGCONT)
+        time.sleep(2)
+        figures = scenario.finish()
+        assert figures["relists"] > before, "the resumed watch was too old: the gateway relisted"
+        assert scenario.watcher.kinds.get("DELETED", 0) > 0
+        _report("gateway process SIGSTOPped past the watch window", figures)
+    finally:
+        scenario.close()
+        assert gateway.stop() == 0

@@ -40,7 +40,9 @@ def test_two_minutes_of_mixed_load_lose_nothing_and_leak_nothing(cluster):
     assert outcome["requests"] > 2_000 and outcome["events_delivered"] > 10_000
     first, last = rows[0], rows[-1]
     assert last["rss_mib"] <= first["rss_mib"] * 1.10, "RSS flat (within 10 %)"
-    assert last["threads"] <= first["threads"], "no thread growth"
+    # the worker-thread pool comes and goes with its work (up to 40, idle ones end after 10 s);
+    # a leak of one thread per stream or request would be hundreds by now
+    assert last["threads"] <= first["threads"] + 10, "no thread growth"
     assert last["fds"] <= first["fds"] + 10, "no file descriptor growth"
     # tasks follow the open streams (each is a task or two); beyond them, nothing grows
     assert last["tasks"] - 2 * last["streams"] <= first["tasks"] - 2 * first["streams"] + 10
