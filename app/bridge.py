@@ -53,26 +53,33 @@ class HubHandler:
     """The informer handler of one ``EventHub``: runs on the informer's listener thread.
 
     It receives the stored (encoded) objects — nothing is decoded on the way —
-    and schedules the hub's ``apply`` on the loop; ``on_synced`` follows the
+    and schedules the hub's ``apply`` on the loop, with the version the view is
+    exactly at after it when there is one (``settled``: in the same call, so the
+    event's id is known before any stream writes it); ``on_synced`` follows the
     initial list's last object. Calls keep their order.
     """
 
     accepts_encoded = True
+    accepts_settled = True
 
     def __init__(self, loop: asyncio.AbstractEventLoop, apply: Callable[..., None],
-                 synced: Callable[[], None]) -> None:
+                 settle: Callable[[str], None], synced: Callable[[], None]) -> None:
         self._loop = loop
         self._apply = apply
+        self._settle = settle
         self._synced = synced
 
-    def on_add(self, obj: EncodedObject, is_in_initial_list: bool) -> None:
-        call_on_loop(self._loop, self._apply, "add", obj, None)
+    def on_add(self, obj: EncodedObject, is_in_initial_list: bool, settled: str = "") -> None:
+        call_on_loop(self._loop, self._apply, "add", obj, None, settled)
 
-    def on_update(self, old: EncodedObject, new: EncodedObject) -> None:
-        call_on_loop(self._loop, self._apply, "update", new, old)
+    def on_update(self, old: EncodedObject, new: EncodedObject, settled: str = "") -> None:
+        call_on_loop(self._loop, self._apply, "update", new, old, settled)
 
-    def on_delete(self, obj: EncodedObject | DeletedFinalStateUnknown) -> None:
-        call_on_loop(self._loop, self._apply, "delete", obj, None)
+    def on_delete(self, obj: EncodedObject | DeletedFinalStateUnknown, settled: str = "") -> None:
+        call_on_loop(self._loop, self._apply, "delete", obj, None, settled)
+
+    def on_settled(self, version: str) -> None:
+        call_on_loop(self._loop, self._settle, version)
 
     def on_synced(self) -> None:
         call_on_loop(self._loop, self._synced)

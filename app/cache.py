@@ -85,6 +85,9 @@ class GatewayCache:
         self._next_discovery: asyncio.Future | None = None  # the refresh misses wait for
         self._prewarm_gvrs: set[GroupVersionResource] = set()
         self._prewarm_task: asyncio.Task | None = None
+        # told of each resource this process begins to load on a request (its siblings
+        # load it too: see app.peers)
+        self.announce: Callable[[GroupVersionResource], None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -205,11 +208,13 @@ class GatewayCache:
             return entry
         return None
 
-    async def load(self, resource: APIResource, wait: float | None) -> ResourceCache:
+    async def load(self, resource: APIResource, wait: float | None,
+                   announce: bool = True) -> ResourceCache:
         """Return the ready cache of ``resource``, loading it if needed.
 
         Args:
             wait: seconds to wait for a load in progress; ``None`` waits for good.
+            announce: tell ``announce`` of a load this begins.
 
         Raises:
             StatusError: 503 with Retry-After once ``wait`` has passed.
@@ -228,6 +233,8 @@ class GatewayCache:
             task = asyncio.get_running_loop().create_task(self._load(resource))
             self._pending[gvr] = task
             task.add_done_callback(lambda _t, g=gvr: self._pending.pop(g, None))
+            if announce and self.announce is not None:
+                self.announce(gvr)
         try:
             if wait is None:
                 return await asyncio.shield(task)
@@ -237,6 +244,30 @@ class GatewayCache:
                 503, f"the cache of {resource.resource} is still syncing with the API server; "
                      f"retry shortly", "ServiceUnavailable",
                 headers={"Retry-After": "1"}) from None
+
+    def warm(self, gvr: GroupVersionResource, permits: Callable[[APIResource], bool]) -> None:
+        """Begin loading ``gvr`` in the background (a sibling process began to), unless it
+        is loaded or loading here already, or ``permits`` refuses it; failures are the
+        next request's to report."""
+        if self.ready_entry(gvr) is not None or gvr in self._pending:
+            return
+
+        async def load() -> None:
+            discovery = self.factory.discovery
+            found = discovery.lookup(gvr) if discovery.loaded() else None
+            if found is None:
+                found = await run_blocking(discovery.resolve, gvr)
+            if found.can_list_and_watch() and permits(found):
+                await self.load(found, wait=None, announce=False)
+
+        task = asyncio.get_running_loop().create_task(load())
+        self._background.add(task)
+        task.add_done_callback(self._warmed)
+
+    def _warmed(self, task: asyncio.Task) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("loading for a sibling failed: %s", task.exception())
 
     async def _load(self, resource: APIResource) -> ResourceCache:
         loop = asyncio.get_running_loop()
@@ -249,7 +280,8 @@ class GatewayCache:
         try:
             registration = await run_blocking(
                 generic.informer().add_event_handler,
-                HubHandler(loop, hub.apply, lambda: synced.done() or synced.set_result(None)))
+                HubHandler(loop, hub.apply, hub.settle,
+                           lambda: synced.done() or synced.set_result(None)))
             printer = await self._printer(resource)
             self.factory.start(self._stop)
             await synced  # signalled after the initial list's last object reached the hub

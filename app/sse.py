@@ -5,13 +5,18 @@ The stream: ``retry:`` advice; the current matching objects as ``ADDED``;
 ``SYNCED`` (``data: {"resourceVersion": ...}``); then live ``ADDED``,
 ``MODIFIED`` and ``DELETED``, with heartbeat comments when idle.
 
-Ids. A live event's id is ``<hub>.<seq>``; ``SYNCED`` carries the position it
-was taken at. Echoing one in ``Last-Event-ID`` (EventSource does it by
-itself) replays exactly the matching events after it — no duplicate, no gap.
-The objects of a snapshot carry ids of their own (``<hub>.<seq>~<n>``): a
-snapshot cannot be resumed half-way, so such an id, an id older than the
-ring, or one from another hub (the gateway restarted, the cache was unloaded)
-gets ``RESET``, then a fresh snapshot and ``SYNCED``.
+Ids. A live event's id is the resourceVersion the cache was exactly at right
+after it, when it was (nearly always: ``app.events``), else ``<hub>.<seq>``;
+``SYNCED`` carries the position it was taken at, the same way. Echoing one in
+``Last-Event-ID`` (EventSource does it by itself) replays exactly the matching
+events after it — no duplicate, no gap — and a version does so on any gateway
+process or replica whose ring covers it (resourceVersions are etcd's); one it
+has not reached yet is followed from its current point, each change up to the
+version skipped as the client's already (``EventHub.ahead_of``). The objects of a snapshot
+carry ids of their own (``<hub>.<seq>~<n>``): a snapshot cannot be resumed
+half-way, so such an id, an id older than the ring, or another hub's
+``<hub>.<seq>`` (the gateway restarted, the cache was unloaded) gets ``RESET``,
+then a fresh snapshot and ``SYNCED``.
 
 A stream asked for before the cache has synced waits for it: EventSource gives
 up for good on any answer but 200, so even refusals (too many streams) are a
@@ -29,7 +34,8 @@ import orjson
 from starlette.responses import Response, StreamingResponse
 
 from app.cache import ResourceCache
-from app.events import Event, Subscriber
+from app.events import Event, Subscriber, parse_rv
+from app.freshness import FRESHNESS_WAIT
 from app.status import StatusError, status_body
 
 __all__ = ["SSEEncoder"]
@@ -81,6 +87,11 @@ class SSEEncoder:
 
         return StreamingResponse(once(), media_type=self.media_type, headers=self.headers)
 
+    async def catch_up(self, entry: ResourceCache) -> None:
+        version = parse_rv(self._last_id) if self._last_id.isdigit() else 0
+        if version > entry.hub.rv:
+            await entry.hub.placed(version, FRESHNESS_WAIT)
+
     def begin(self, entry: ResourceCache, subscriber: Subscriber) -> tuple[Iterable[bytes], bool]:
         """The missed events after ``Last-Event-ID``; else (RESET and) the state, then SYNCED."""
         hub = entry.hub
@@ -92,13 +103,16 @@ class SSEEncoder:
             if missed:
                 first.append(self.events(missed))
             return first, True
+        if last_id.isdigit() and hub.ahead_of(parse_rv(last_id)):
+            subscriber.since = parse_rv(last_id)  # given by another process: it is ahead
+            return first, True
         if last_id:
             first.append(b"event: RESET\ndata: " + orjson.dumps(
                 {"reason": "the id is unknown or too old; a fresh state follows",
                  "lastEventId": last_id[:128]}) + b"\n\n")
         objects = hub.snapshot(subscriber.selection)
         prefix = f"{hub.id}.{hub.seq}~".encode()
-        synced = (f"id: {hub.id}.{hub.seq}\nevent: SYNCED\n".encode() + b"data: "
+        synced = (f"id: {hub.position_id()}\nevent: SYNCED\n".encode() + b"data: "
                   + orjson.dumps({"resourceVersion": str(hub.rv)}) + b"\n\n")
         return itertools.chain(first, _state(objects, prefix), (synced,)), True
 

@@ -9,7 +9,9 @@ left off; both are a ``StreamEncoder`` (``app.watch``, ``app.sse``) run by
    the resource's cache, waited for however long its sync takes (a stream
    never answers 503);
 2. the first state, then the subscription, with no ``await`` in between: on
-   the loop nothing changes the hub meanwhile, so nothing is missed or doubled;
+   the loop nothing changes the hub meanwhile, so nothing is missed or doubled
+   (a client resuming from a version this process has not reached yet — given
+   by another one — is first given the moment its watch needs to get there);
 3. the loop: batches of matching events as they come; the encoder's timer
    (heartbeats, bookmarks) when idle; the access checked again whenever the
    decision it was granted on expires (``Authorization.reauthorize``); the end
@@ -68,6 +70,9 @@ class StreamEncoder(Protocol):
     def refuse(self, message: str) -> Response:
         """The answer when no stream slot is free (or raise a ``StatusError``)."""
 
+    async def catch_up(self, entry: ResourceCache) -> None:
+        """Wait (briefly) until the cache has reached the version the client resumes from."""
+
     def begin(self, entry: ResourceCache, subscriber: Subscriber) -> tuple[Iterable[bytes], bool]:
         """The first chunks (state or replay), joined as they are taken, and whether the
         stream goes on live. What they hold is fixed when ``begin`` returns."""
@@ -99,6 +104,12 @@ async def open_stream(gateway: Any, request: Request, grant: Grant, selection: S
         return encoder.refuse(f"too many open streams: {refusal}")
     try:
         entry = await gateway.cache.load(resource, wait=None)  # streams wait for the sync
+    except BaseException:
+        gateway.limiter.release(client)
+        raise
+    try:
+        await encoder.catch_up(entry)  # a version given by another process may be a moment ahead
+        await entry.hub.between_bursts()
     except BaseException:
         gateway.limiter.release(client)
         raise

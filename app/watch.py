@@ -2,8 +2,9 @@
 
 One JSON event per line. With ``resourceVersion`` unset or ``"0"`` the stream
 starts with an ``ADDED`` event for every current matching object; with a
-version it resumes after it; a version older than the hub's ring (or one that
-does not name a single position) gets an ``ERROR`` event with a 410 ``Status``
+version it resumes after it, on whichever process the client reaches (see
+``app.events``: consistent points); a version older than the hub's ring (or one
+that no point covers) gets an ``ERROR`` event with a 410 ``Status``
 — client-go relists by itself, the official Python client raises
 ``ApiException(410)``, exactly as against the API server. ``BOOKMARK`` events
 come every ``bookmark_interval`` seconds when asked for; ``timeoutSeconds``
@@ -21,6 +22,7 @@ from starlette.responses import Response
 
 from app.cache import ResourceCache
 from app.events import Event, Subscriber, parse_rv
+from app.freshness import FRESHNESS_WAIT
 from app.request import Accept, Query
 from app.status import StatusError, status_body
 from app.table import table_bytes
@@ -54,6 +56,11 @@ class WatchEncoder:
     def refuse(self, message: str) -> Response:
         raise StatusError(429, message, "TooManyRequests", headers={"Retry-After": "1"})
 
+    async def catch_up(self, entry: ResourceCache) -> None:
+        version = parse_rv(self.query.resource_version)
+        if version > entry.hub.rv:
+            await entry.hub.placed(version, FRESHNESS_WAIT)
+
     def begin(self, entry: ResourceCache, subscriber: Subscriber) -> tuple[Iterable[bytes], bool]:
         """All current objects for no version or ``"0"``; else the events after it, or 410."""
         self.entry = entry
@@ -62,9 +69,12 @@ class WatchEncoder:
         if version in ("", "0"):
             objects = hub.snapshot(subscriber.selection)
             return (self.snapshot(objects[i:i + _CHUNK]) for i in range(0, len(objects), _CHUNK)), True
-        events = hub.events_after_rv(parse_rv(version))
+        events = hub.events_after_rv(parse_rv(version), watch=True)
+        if events is None and hub.ahead_of(parse_rv(version)):
+            subscriber.since = parse_rv(version)  # given by another process: it is ahead
+            return [], True
         if events is None:
-            return [_error_line(410, f"too old resource version: {version} ({hub.base_rv})",
+            return [_error_line(410, f"too old resource version: {version} ({hub.oldest})",
                                 "Expired")], False
         missed = subscriber.replay(events)
         return ([self.events(missed)] if missed else []), True
@@ -76,8 +86,8 @@ class WatchEncoder:
         if self._next_bookmark is None or now < self._next_bookmark:
             return None
         self._next_bookmark = now + self._interval
-        hub = self.entry.hub
-        return None if hub.rv in hub.ambiguous else self.bookmark(hub.rv)
+        exact = self.entry.hub.exact
+        return None if exact is None else self.bookmark(exact)
 
     def ended(self, why: str) -> bytes | None:
         return None  # too slow, gone or stopping: the client re-watches from its last version

@@ -14,6 +14,17 @@ Invariants, held whenever the lock is free:
 ``replace`` turns every previously known key missing from the new list into a
 ``Deleted`` delta carrying a ``DeletedFinalStateUnknown`` tombstone: that is how
 a deletion missed while the watch was down still reaches the handlers.
+
+Versions. The queue knows the resourceVersion of each change it is given (a
+watch event's object's; every item of a ``replace`` counts at the list's
+version) and of the newest thing it heard of (a bookmark's, through
+``update_resource_version``). The consumer's store holds exactly the server's
+state at a version ``V`` when every change up to ``V`` has been popped and none
+after it: deltas are queued by key, so a key popped for an old change may bring
+newer ones along while an older change to another object still waits.
+``settled_version`` tells a consumer, from within ``pop``'s process function,
+the version its store is exactly at once the item being processed is handled
+(or "" if it will not be at one).
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, Protocol
 
+from informer_core.encoded import resource_version_of
 from informer_core.errors import FIFOClosedError
 from informer_core.store import KeyFunc, meta_namespace_key
 from informer_core.tombstone import DeletedFinalStateUnknown
@@ -92,6 +104,9 @@ class DeltaFIFO:
         self._known_objects = known_objects
         self._emit_replaced = emit_delta_type_replaced
         self._clock = clock
+        self._resource_version = ""  # of the newest thing given to the queue (bookmarks too)
+        self._versions: dict[str, tuple[int, int]] = {}  # key -> its queued deltas' first, last
+        self._popped = 0  # the newest version popped so far
 
     # -- keys -----------------------------------------------------------------
 
@@ -111,13 +126,13 @@ class DeltaFIFO:
         """Queue an ``Added`` delta."""
         with self._cond:
             self._populated = True
-            self._queue_action_locked(DeltaType.ADDED, obj)
+            self._queue_action_locked(DeltaType.ADDED, obj, version=self._note_version_locked(obj))
 
     def update(self, obj: Any) -> None:
         """Queue an ``Updated`` delta."""
         with self._cond:
             self._populated = True
-            self._queue_action_locked(DeltaType.UPDATED, obj)
+            self._queue_action_locked(DeltaType.UPDATED, obj, version=self._note_version_locked(obj))
 
     def delete(self, obj: Any) -> None:
         """Queue a ``Deleted`` delta, unless the object is unknown to queue and store.
@@ -128,22 +143,25 @@ class DeltaFIFO:
         key = self.key_of(obj)
         with self._cond:
             self._populated = True
+            version = self._note_version_locked(obj)
             if self._known_objects is None:
                 if key not in self._items:
                     return
             elif key not in self._items and self._known_objects.get_by_key(key) is None:
                 return
-            self._queue_action_locked(DeltaType.DELETED, obj)
+            self._queue_action_locked(DeltaType.DELETED, obj, version=version)
 
     def replace(self, objs: Iterable[Any], resource_version: str = "") -> None:
         """Queue the new full list, and a tombstone for every known key missing from it."""
         action = DeltaType.REPLACED if self._emit_replaced else DeltaType.SYNC
         with self._cond:
+            self._resource_version = resource_version or self._resource_version
+            version = _version_number(resource_version)
             keys: set[str] = set()
             for obj in objs:
                 key = self.key_of(obj)
                 keys.add(key)
-                self._queue_action_locked(action, obj, key)
+                self._queue_action_locked(action, obj, key, version)
 
             queued_deletions = 0
             # Deletions of keys still queued (possibly never seen by the store).
@@ -153,7 +171,7 @@ class DeltaFIFO:
                     newest = newest.obj
                 queued_deletions += 1
                 self._queue_action_locked(
-                    DeltaType.DELETED, DeletedFinalStateUnknown(key, newest), key)
+                    DeltaType.DELETED, DeletedFinalStateUnknown(key, newest), key, version)
 
             # Deletions of keys the store knows and nothing is queued for.
             if self._known_objects is not None:
@@ -163,11 +181,41 @@ class DeltaFIFO:
                     last = self._known_objects.get_by_key(key)
                     queued_deletions += 1
                     self._queue_action_locked(
-                        DeltaType.DELETED, DeletedFinalStateUnknown(key, last), key)
+                        DeltaType.DELETED, DeletedFinalStateUnknown(key, last), key, version)
 
             if not self._populated:
                 self._populated = True
                 self._initial_population_count = len(keys) + queued_deletions
+
+    def update_resource_version(self, resource_version: str) -> None:
+        """Note the version the producer has reached (a bookmark: no change up to it)."""
+        with self._cond:
+            self._resource_version = resource_version or self._resource_version
+
+    def settled_version(self) -> str:
+        """From ``pop``'s process function: the version the consumer's store is exactly at
+        once the item being processed is handled ("" if it will not be at one).
+
+        With nothing left queued, that is the newest version heard of; else the newest
+        popped, provided every change still queued is newer (the head of the queue
+        holds the oldest). Call it only there (the queue's lock is held, and this
+        does not take it again).
+        """
+        if not self._queue:
+            return self._resource_version
+        popped = self._popped
+        if popped and self._versions[self._queue[0]][0] > popped:
+            return str(popped)
+        return ""
+
+    def _note_version_locked(self, obj: Any) -> int:
+        """Record ``obj``'s version as the newest heard of; return it as a number (0: none)."""
+        if isinstance(obj, DeletedFinalStateUnknown):
+            return 0
+        text = resource_version_of(obj)
+        if text:
+            self._resource_version = text
+        return _version_number(text)
 
     def resync(self) -> None:
         """Queue a ``Sync`` delta for every known object that has nothing queued.
@@ -200,6 +248,7 @@ class DeltaFIFO:
                 return
             self._items[key] = list(deltas)
             self._queue.append(key)
+            self._versions[key] = (0, 0)  # its versions are no longer known: never "settled"
             self._cond.notify_all()
 
     def close(self) -> None:
@@ -239,6 +288,7 @@ class DeltaFIFO:
             if self._initial_population_count > 0:
                 self._initial_population_count -= 1
             deltas = self._items.pop(key)
+            self._popped = max(self._popped, self._versions.pop(key, (0, 0))[1])
             process(deltas, is_in_initial_list)
             return deltas
 
@@ -284,8 +334,10 @@ class DeltaFIFO:
         """Caller holds the lock."""
         return self._populated and self._initial_population_count == 0
 
-    def _queue_action_locked(self, action: DeltaType, obj: Any, key: str | None = None) -> None:
-        """Append a delta for ``obj``, dropping a duplicate trailing deletion.
+    def _queue_action_locked(self, action: DeltaType, obj: Any, key: str | None = None,
+                             version: int = 0) -> None:
+        """Append a delta for ``obj`` (at ``version``; 0: unknown), dropping a duplicate
+        trailing deletion.
 
         Caller holds the lock.
         """
@@ -296,7 +348,10 @@ class DeltaFIFO:
         if old is None:
             self._items[key] = [new]
             self._queue.append(key)
+            self._versions[key] = (version, version)
         else:
+            first, last = self._versions.get(key, (0, 0))
+            self._versions[key] = (first, max(last, version))
             last = old[-1]
             if action is DeltaType.DELETED and last.type is DeltaType.DELETED:
                 # Two deletions in a row: keep the one that knows more (not a tombstone).
@@ -305,3 +360,11 @@ class DeltaFIFO:
             else:
                 old.append(new)
         self._cond.notify_all()
+
+
+def _version_number(text: str) -> int:
+    """A resourceVersion as a number (etcd's are); 0 when it is not one."""
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return 0

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["EncodedObject", "as_dict", "encode", "object_key"]
+__all__ = ["EncodedObject", "as_dict", "encode", "object_key", "resource_version_of"]
 
 _EMPTY_LABELS: Mapping[str, str] = {}
 _intern = sys.intern
@@ -121,3 +121,14 @@ def as_dict(obj: Any) -> Any:
     if isinstance(obj, EncodedObject):
         return obj.to_dict()
     return obj
+
+
+def resource_version_of(obj: Any) -> str:
+    """Return an object's ``metadata.resourceVersion`` ("" if it has none)."""
+    if isinstance(obj, EncodedObject):
+        return obj.resource_version
+    if isinstance(obj, dict):
+        meta = obj.get("metadata")
+        if isinstance(meta, dict):
+            return str(meta.get("resourceVersion") or "")
+    return ""

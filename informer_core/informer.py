@@ -60,6 +60,15 @@ class ResourceEventHandler(Protocol):
     A handler may also define ``on_synced()``: called once, in order with the
     other calls, right after the last ``on_add`` of the initial list (so a
     handler that forwards its calls elsewhere can signal the sync, nobody polls).
+
+    Consistent points. The store holds exactly the server's state at some
+    resourceVersion only when nothing is left in the informer's queue (see
+    ``informer_core.delta_fifo``). A handler marked ``accepts_settled = True``
+    is told so with the notification that brings the store there: its
+    ``on_add``, ``on_update`` and ``on_delete`` take a keyword ``settled``, the
+    version ("" when the store is not at one yet); and ``on_settled(version)``
+    comes alone when the store reaches one without a change (a bookmark, a
+    relist that changed nothing, the last item of a queue not for it).
     """
 
     def on_add(self, obj: Any, is_in_initial_list: bool) -> None: ...
@@ -105,13 +114,14 @@ def _decode(obj: Any) -> Any:
 class _Notification:
     """One event for listeners; decoded at most once, on the first listener's thread."""
 
-    __slots__ = ("kind", "old", "new", "initial", "_decoded")
+    __slots__ = ("kind", "old", "new", "initial", "settled", "_decoded")
 
     def __init__(self, kind: str, new: Any, old: Any = None, initial: bool = False) -> None:
-        self.kind = kind  # "add", "update", "delete" or "synced"
+        self.kind = kind  # "add", "update", "delete", "synced" or "settled" (new: the version)
         self.new = new
         self.old = old
         self.initial = initial
+        self.settled = ""  # the version the store is exactly at after this one ("": none)
         self._decoded: tuple[Any, Any] | None = None
 
     def decoded(self) -> tuple[Any, Any]:
@@ -126,11 +136,23 @@ class _Notification:
             if on_synced is not None:
                 on_synced()
             return
+        if self.kind == "settled":
+            on_settled = getattr(handler, "on_settled", None)
+            if on_settled is not None and getattr(handler, "accepts_settled", False):
+                on_settled(self.new)
+            return
         if getattr(handler, "accepts_encoded", False):
             new, old = self.new, self.old
         else:
             new, old = self.decoded()
-        if self.kind == "add":
+        if getattr(handler, "accepts_settled", False):
+            if self.kind == "add":
+                handler.on_add(new, self.initial, settled=self.settled)
+            elif self.kind == "update":
+                handler.on_update(old, new, settled=self.settled)
+            else:
+                handler.on_delete(new, settled=self.settled)
+        elif self.kind == "add":
             handler.on_add(new, self.initial)
         elif self.kind == "update":
             handler.on_update(old, new)
@@ -301,20 +323,46 @@ class _SharedProcessor:
 
 
 class _InformerFIFO(DeltaFIFO):
-    """The informer's queue: after a list is in, it checks whether the informer just synced.
+    """The informer's queue: after a list is in, it checks whether the informer just synced;
+    whenever it is left empty, it says the store is at a consistent version.
 
     An empty first list queues nothing to pop, so the sync must be noticed where
     the list arrives (the reflector's thread); a non-empty one is noticed when
-    its last item has been handled (the informer's thread).
+    its last item has been handled (the informer's thread). Likewise a version
+    reached with nothing queued (a bookmark, a list with no news) is announced
+    here; one reached by handling the last queued item is told with that item's
+    notification (``take_settled``).
     """
 
-    def __init__(self, on_replaced: Callable[[], None], **kwargs: Any) -> None:
+    def __init__(self, on_replaced: Callable[[], None], on_settled: Callable[[str], None],
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._on_replaced = on_replaced
+        self._on_settled = on_settled
+        self._announced = ""  # guarded by the queue's lock
 
     def replace(self, objs: Any, resource_version: str = "") -> None:
         super().replace(objs, resource_version)
         self._on_replaced()
+        self._settle_if_idle()
+
+    def update_resource_version(self, resource_version: str) -> None:
+        super().update_resource_version(resource_version)
+        self._settle_if_idle()
+
+    def take_settled(self) -> str:
+        """From ``pop``'s process function: ``settled_version``, noted as announced."""
+        version = self.settled_version()
+        if version:
+            self._announced = version
+        return version
+
+    def _settle_if_idle(self) -> None:
+        with self._cond:
+            version = self.settled_version()
+            if version and version != self._announced:
+                self._announced = version
+                self._on_settled(version)  # under the queue's lock: in order with pops
 
 
 # -- the informer ---------------------------------------------------------------------
@@ -347,6 +395,8 @@ class SharedIndexInformer:
         self._lock = threading.Lock()  # guards _started, _stopped, _fifo, _reflector
         self._block_deltas = threading.RLock()  # held while deltas are handled
         self._sync_announced = False  # guarded by _block_deltas
+        self._settled_now = ""  # the version the store is exactly at, if it is (same guard)
+        self._generation = 0  # odd while deltas are handled: readers check it (read_consistently)
         self._started = False
         self._stopped = False
         self._fifo: DeltaFIFO | None = None
@@ -419,6 +469,8 @@ class SharedIndexInformer:
             if started:
                 for obj in self._indexer.list_encoded():
                     listener.add(_Notification("add", obj, initial=True))
+                if self._settled_now:
+                    listener.add(_Notification("settled", self._settled_now))
             if self._sync_announced:
                 listener.add(_Notification("synced", None))
         return registration
@@ -441,7 +493,8 @@ class SharedIndexInformer:
             if self._stopped:
                 raise RuntimeError(f"informer {self.name!r} has stopped")
             self._started = True
-            fifo = _InformerFIFO(self._announce_sync_once, known_objects=EncodedView(self._indexer),
+            fifo = _InformerFIFO(self._announce_sync_once, self._announce_settled,
+                                 known_objects=EncodedView(self._indexer),
                                  emit_delta_type_replaced=True)
             reflector = Reflector(
                 EncodingListerWatcher(self._lw, self._transform), fifo,
@@ -472,15 +525,33 @@ class SharedIndexInformer:
                 self._stopped = True
 
     def handle_deltas(self, deltas: list[Delta], is_in_initial_list: bool) -> None:
-        """Apply one key's deltas to the indexer, then notify listeners (in order)."""
-        indexer = self._indexer
+        """Apply one key's deltas to the indexer, then notify listeners (in order).
+
+        When these are the last deltas queued, the last notification for every
+        listener carries the version the store is then exactly at (or, if there
+        is none for every listener, a ``settled`` notification follows).
+        """
+        fifo = self._fifo
+        settled = fifo.take_settled() if isinstance(fifo, _InformerFIFO) else ""
         with self._block_deltas:
-            for delta in deltas:
-                obj = delta.object
-                if delta.type is DeltaType.DELETED:
-                    indexer.delete(obj)
-                    self._processor.distribute(_Notification("delete", obj), sync=False)
-                    continue
+            self._generation += 1
+            try:
+                self._handle_locked(deltas, is_in_initial_list, settled)
+            finally:
+                self._generation += 1
+
+    def _handle_locked(self, deltas: list[Delta], is_in_initial_list: bool, settled: str) -> None:
+        """``handle_deltas``'s work; the caller holds ``_block_deltas``."""
+        indexer = self._indexer
+        processor = self._processor
+        pending: _Notification | None = None  # held back: it may be the one to carry ``settled``
+        for delta in deltas:
+            obj = delta.object
+            sync = False
+            if delta.type is DeltaType.DELETED:
+                indexer.delete(obj)
+                notification = _Notification("delete", obj)
+            else:
                 if not isinstance(obj, EncodedObject):
                     obj = EncodedObject.from_dict(obj)
                 old = indexer.get_encoded_by_key(obj.key)
@@ -489,11 +560,38 @@ class SharedIndexInformer:
                     sync = delta.type is DeltaType.SYNC or (
                         delta.type is DeltaType.REPLACED
                         and obj.resource_version == old.resource_version)
-                    self._processor.distribute(_Notification("update", obj, old), sync=sync)
+                    notification = _Notification("update", obj, old)
                 else:
                     indexer.add(obj)
-                    self._processor.distribute(
-                        _Notification("add", obj, initial=is_in_initial_list), sync=False)
+                    notification = _Notification("add", obj, initial=is_in_initial_list)
+            if pending is not None:
+                processor.distribute(pending, sync=False)
+                pending = None
+            if sync:
+                processor.distribute(notification, sync=True)
+            else:
+                pending = notification
+        if settled:
+            if pending is None:
+                pending = _Notification("settled", settled)
+            else:
+                pending.settled = settled
+        self._settled_now = settled
+        if pending is not None:
+            processor.distribute(pending, sync=False)
+
+    def read_consistently(self, read: Callable[[], Any]) -> tuple[Any, str]:
+        """Run ``read`` (a read of the store) and return its result with the version the
+        store was exactly at all along, or "" when it was not at one, or changed meanwhile.
+
+        A lock-free check (a sequence counter ``handle_deltas`` makes odd while it
+        works): the reader never waits for the informer, nor the informer for it.
+        """
+        generation, version = self._generation, self._settled_now
+        result = read()
+        if generation % 2 or self._generation != generation or self._settled_now != version:
+            return result, ""
+        return result, version
 
     def _announce_sync_once(self) -> None:
         """Tell every listener, in order with its notifications, that the initial list is in."""
@@ -504,6 +602,12 @@ class SharedIndexInformer:
                 return
             self._sync_announced = True
             self._processor.distribute(_Notification("synced", None), sync=False)
+
+    def _announce_settled(self, version: str) -> None:
+        """Tell every listener, in order, that the store is exactly at ``version`` now."""
+        with self._block_deltas:
+            self._settled_now = version
+            self._processor.distribute(_Notification("settled", version), sync=False)
 
     def _on_watch_error(self, exc: BaseException) -> None:
         handler = self._watch_error_handler

@@ -11,7 +11,8 @@ Behaviour as client-go's reflector:
 - Watches ask for bookmarks and a server timeout drawn from [5, 10) minutes,
   with a client read timeout a little longer, so a dead connection cannot hang
   a watch for ever. A watch that the server closes cleanly resumes from the
-  last resource version seen (bookmarks advance it). A watch that breaks (API
+  last resource version seen (bookmarks advance it; a store with
+  ``update_resource_version`` is told it after each event). A watch that breaks (API
   server restart) is retried from there after a backoff; a 410 relists.
 - Failures are spaced by exponential backoff with jitter (0.8 s doubling to
   30 s, reset after 2 minutes without failures). Every failed list and every
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from informer_core.backoff import ExponentialBackoff
-from informer_core.encoded import EncodedObject
+from informer_core.encoded import resource_version_of
 from informer_core.errors import APIStatusError, ResourceExpiredError, WatchAbortedError
 from informer_core.listwatch import (
     ListerWatcher,
@@ -89,17 +90,6 @@ class ReflectorStats:
     last_event_time: float = 0.0  # time.time() of the last watch event or list
     watching: bool = False  # a watch is open: the store follows the API server
     unwatched_since: float = 0.0  # time.time() the last open watch ended (0: never had one)
-
-
-def resource_version_of(obj: Any) -> str:
-    """Return an object's ``metadata.resourceVersion`` ("" if it has none)."""
-    if isinstance(obj, EncodedObject):
-        return obj.resource_version
-    if isinstance(obj, dict):
-        meta = obj.get("metadata")
-        if isinstance(meta, dict):
-            return str(meta.get("resourceVersion") or "")
-    return ""
 
 
 class _VeryShortWatchError(ConnectionError):
@@ -306,6 +296,9 @@ class Reflector:
         started = self._clock()
         count = 0
         store = self._store
+        # Told the version after every event, bookmarks included (client-go's
+        # ResourceVersionUpdater): a store that knows it can say where it is exactly.
+        update_version = getattr(store, "update_resource_version", None)
         for event in stream:
             if stop.is_set():
                 return
@@ -324,6 +317,8 @@ class Reflector:
             rv = resource_version_of(obj)
             if rv:
                 self._set_last_sync_rv(rv)
+                if update_version is not None:
+                    update_version(rv)
             count += 1
             self.stats.events += 1
             self.stats.last_event_time = time.time()

@@ -14,6 +14,7 @@ once; like the API server's watch cache, a walk is not a point-in-time snapshot.
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import hashlib
 from bisect import bisect_right
@@ -173,33 +174,31 @@ def _get(request: Request, entry: ResourceCache, target: ResourcePath, accept: A
     return StoredBody(found.raw)
 
 
-_CATCH_UP_TRIES = 5
+_CONSISTENT_TRIES = 5
 
 
-async def _select_at_hub_version(entry: ResourceCache, selection: Selection) -> tuple[list, str]:
-    """The matching objects and a version that covers every one of them.
+async def _select_consistent(entry: ResourceCache, selection: Selection) -> tuple[list, str]:
+    """The matching objects and the version they are exactly the server's state at.
 
-    Lists are selected from the indexer (its indexes make label queries fast), which
-    the informer updates a moment before the hub (on the loop) hears of it; a list
-    stamped with the hub's version could hold an object newer than that version, and a
-    client watching from it (as informers do) would get that change again. So each
-    object is checked against the hub's view; if one is ahead, the hub is given the
-    moment it needs and the list is taken again.
+    Lists are selected from the indexer (its indexes make label queries fast),
+    which the informer updates a moment before the hub (on the loop) hears of
+    it; stamped with the hub's version, a list taken in that moment could hold
+    a change newer than its version, or lack an object deleted after it, and a
+    client watching from its version (as informers do) would get that change
+    again. So the list carries the version the indexer itself was exactly at
+    while it was read (``read_consistently``); a watch from it waits the moment
+    the hub needs to get there. In a burst the indexer may be at no version: a
+    few tries, then the hub's own view, at the hub's version.
     """
-    hub = entry.hub
-    for _ in range(_CATCH_UP_TRIES):
-        objects = selection.select(entry.indexer, ordered=True)
-        view = hub.view
-        ahead = None
-        for obj in objects:
-            seen = view.get(obj.key)
-            if seen is not obj and (seen is None or seen.resource_version != obj.resource_version):
-                ahead = obj
-                break
-        if ahead is None:
-            return objects, str(hub.rv)
-        await hub.reached(int(ahead.resource_version or 0), 0.5)
-    return objects, str(hub.rv)
+    informer = entry.generic.informer()
+    indexer = entry.indexer
+    for attempt in range(_CONSISTENT_TRIES):
+        objects, version = informer.read_consistently(
+            lambda: selection.select(indexer, ordered=True))
+        if version:
+            return objects, version
+        await asyncio.sleep(0.002 * attempt)
+    return entry.hub.snapshot(selection), str(entry.hub.rv)
 
 
 async def _list(request: Request, entry: ResourceCache, selection: Selection, query: Query,
@@ -207,7 +206,7 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
     etag = _etag(request, entry, accept, selection)
     if request.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers={"ETag": etag})
-    objects, rv = await _select_at_hub_version(entry, selection)
+    objects, rv = await _select_consistent(entry, selection)
     fingerprint = f"{entry.resource.gvr}|{selection.namespace}|{query.label_text}|{query.field_text}"
     if query.continue_key is not None:
         after = decode_continue(query.continue_key, fingerprint)

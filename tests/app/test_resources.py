@@ -7,9 +7,11 @@ import threading
 import time
 
 import httpx
+import orjson
 import pytest
 
 from tests.app.conftest import run_gateway
+from tests.helpers import wait_until
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
@@ -350,8 +352,8 @@ def test_a_list_never_holds_an_object_newer_than_its_version(monkeypatch):
     cluster.create(path, {"metadata": {"name": "a"}, "data": {"n": "0"}})
     original = EventHub.apply
 
-    def late(self, kind, obj, old):  # the hub hears of changes 0.3 s after the indexer
-        asyncio.get_running_loop().call_later(0.3, original, self, kind, obj, old)
+    def late(self, kind, obj, old, settled=""):  # the hub hears of changes 0.3 s after the indexer
+        asyncio.get_running_loop().call_later(0.3, original, self, kind, obj, old, settled)
 
     monkeypatch.setattr(EventHub, "apply", late)
     with run_gateway(cluster) as gw:
@@ -367,3 +369,44 @@ def test_a_list_never_holds_an_object_newer_than_its_version(monkeypatch):
         (item,) = answer["items"]
         assert item["data"] == {"n": "1"}
         assert int(answer["metadata"]["resourceVersion"]) >= int(item["metadata"]["resourceVersion"])
+
+
+def test_a_list_never_lacks_an_object_deleted_after_its_version(monkeypatch):
+    """The other side of the same moment: the indexer has applied a deletion the hub has not
+    heard of. A list then lacks the object; stamped with the hub's older version, a watch
+    from it would bring the deletion of an object the client never had (found by the soak:
+    four watchers, 'DELETED o072 of nothing'). The list carries the indexer's own version."""
+    import asyncio
+
+    from app.events import EventHub
+    from control_plane.fake import FakeCluster
+    from informer_core.store import object_key
+
+    cluster = FakeCluster()
+    cluster.ensure_namespace("late")
+    path = "/api/v1/namespaces/late/configmaps"
+    for name in ("a", "b"):
+        cluster.create(path, {"metadata": {"name": name}, "data": {"n": "0"}})
+    original = EventHub.apply
+
+    def late(self, kind, obj, old, settled=""):  # the hub hears of changes 0.3 s after the indexer
+        asyncio.get_running_loop().call_later(0.3, original, self, kind, obj, old, settled)
+
+    monkeypatch.setattr(EventHub, "apply", late)
+    with run_gateway(cluster) as gw:
+        assert httpx.get(gw.url + path).status_code == 200
+        entry = next(iter(gw.gateway.cache.entries().values()))
+        wait_until(lambda: len(entry.hub.view) == 2, 5, message="the hub to hear of both")
+        cluster.delete(f"{path}/a")
+        deadline = time.monotonic() + 5
+        while entry.indexer.get_encoded_by_key(object_key("late", "a")) is not None:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert "late/a" in entry.hub.view, "the moment: the hub has not heard yet"
+        answer = httpx.get(gw.url + path).json()
+        assert [o["metadata"]["name"] for o in answer["items"]] == ["b"]
+        version = answer["metadata"]["resourceVersion"]
+        with httpx.stream("GET", gw.url + path, params={
+                "watch": "true", "resourceVersion": version, "timeoutSeconds": "1"}) as watch:
+            events = [orjson.loads(line) for line in watch.iter_lines() if line]
+        assert events == [], "nothing after the list's version: the deletion is in the list"

@@ -18,51 +18,69 @@ class ResumingWatcher:
 
     def __init__(self, base: str, path: str) -> None:
         self.base, self.path = base, path
-        self.state: dict[str, str] = {}
+        self.state: dict[str, str] = {}  # name -> resourceVersion, as the client last got it
+        # name -> content: a relist's event carries its event's version on the watch, not the
+        # object's own, so after one the versions a client holds differ, the objects do not
+        self.contents: dict[str, dict] = {}
         self.rv = ""
         self.delivered: list[tuple[str, str, str]] = []  # (type, name, wire resourceVersion)
         self._changes: list[tuple[str, str, bytes]] = []  # (type, name, content): one per change
         self.kinds: dict[str, int] = {}  # every event type received, over relists too
         self.gone = 0
+        self.workers: list[str] = []  # the worker process that answered each watch
 
     def relist(self) -> None:
         body = httpx.get(self.base + self.path, timeout=30).json()
         self._changes.clear()  # a fresh state: what comes next is new to it
         self.delivered.clear()
         self.state = {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in body["items"]}
+        self.contents = {o["metadata"]["name"]: o.get("data") for o in body["items"]}
         self.rv = body["metadata"]["resourceVersion"]
 
-    def watch(self, seconds: float) -> None:
-        """Read events for ``seconds`` from ``self.rv``; a 410 relists, as client-go does."""
+    def watch(self, seconds: float, other_worker: bool = False) -> None:
+        """Read events for ``seconds`` from ``self.rv``; a 410 relists, as client-go does.
+        ``other_worker``: reconnect until another worker process than last time answers."""
         deadline = time.monotonic() + seconds
-        with httpx.stream("GET", self.base + self.path, timeout=10, params={
-                "watch": "true", "resourceVersion": self.rv, "allowWatchBookmarks": "true",
-                "timeoutSeconds": str(max(1, round(seconds)))}) as response:
-            for line in response.iter_lines():
-                if line:
-                    event = orjson.loads(line)
-                    kind, obj = event["type"], event["object"]
-                    if kind == "ERROR":
-                        assert obj["code"] == 410, obj
-                        self.gone += 1
-                        self.relist()
-                        return
-                    meta = obj["metadata"]
-                    self.rv = meta["resourceVersion"]
-                    if kind == "BOOKMARK":
-                        continue
-                    self.delivered.append((kind, meta["name"], meta["resourceVersion"]))
-                    self.kinds[kind] = self.kinds.get(kind, 0) + 1
-                    content = {k: v for k, v in obj.items() if k != "metadata"}
-                    self._changes.append((kind, meta["name"], orjson.dumps(
-                        [content, meta.get("labels"), meta.get("uid")],
-                        option=orjson.OPT_SORT_KEYS)))
-                    if kind == "DELETED":
-                        self.state.pop(meta["name"], None)
-                    else:
-                        self.state[meta["name"]] = meta["resourceVersion"]
-                if time.monotonic() > deadline:
+        for _ in range(50):
+            with httpx.stream("GET", self.base + self.path, timeout=10, params={
+                    "watch": "true", "resourceVersion": self.rv, "allowWatchBookmarks": "true",
+                    "timeoutSeconds": str(max(1, round(seconds)))}) as response:
+                worker = response.headers.get("kcg-worker", "")
+                if other_worker and self.workers and worker == self.workers[-1]:
+                    continue
+                self.workers.append(worker)
+                self._read(response, deadline)
+                return
+        raise AssertionError("never reached another worker")
+
+    def _read(self, response: httpx.Response, deadline: float) -> None:
+        for line in response.iter_lines():
+            if line:
+                event = orjson.loads(line)
+                kind, obj = event["type"], event["object"]
+                if kind == "ERROR":
+                    assert obj["code"] == 410, obj
+                    self.gone += 1
+                    self.relist()
                     return
+                meta = obj["metadata"]
+                self.rv = meta["resourceVersion"]
+                if kind == "BOOKMARK":
+                    continue
+                self.delivered.append((kind, meta["name"], meta["resourceVersion"]))
+                self.kinds[kind] = self.kinds.get(kind, 0) + 1
+                content = {k: v for k, v in obj.items() if k != "metadata"}
+                self._changes.append((kind, meta["name"], orjson.dumps(
+                    [content, meta.get("labels"), meta.get("uid")],
+                    option=orjson.OPT_SORT_KEYS)))
+                if kind == "DELETED":
+                    self.state.pop(meta["name"], None)
+                    self.contents.pop(meta["name"], None)
+                else:
+                    self.state[meta["name"]] = meta["resourceVersion"]
+                    self.contents[meta["name"]] = obj.get("data")
+            if time.monotonic() > deadline:
+                return
 
     def duplicates(self) -> list[tuple[str, str, str]]:
         """Changes delivered more than once: the same event type for the same content of the

@@ -57,6 +57,8 @@ def test_clients_come_through_a_relist_with_nothing_lost_or_repeated(local_clust
         wait_until(lambda: relists(gateway.url) > before, 30, message="the gateway to relist")
         want = {o["metadata"]["name"]: o["metadata"]["resourceVersion"]
                 for o in kube.get(path)["items"]}
+        # the relist's changes went out in version order, each at its own version: the
+        # client holds the API server's objects and versions, resumed exactly or listed again
         wait_until(lambda: (watcher.watch(1.0), watcher.state == want)[1], 30,
                    message="the watch client's state to equal the API server's")
         watcher.watch(1.0)  # resume once more from where it stands

@@ -400,3 +400,42 @@ def test_two_deletions_in_a_row_keep_the_informative_one():
     assert f.get_by_key("foo") == [Delta(DELETED, Obj("foo", 2))]
     f.delete(DeletedFinalStateUnknown("foo", Obj("foo", 1)))
     assert f.get_by_key("foo") == [Delta(DELETED, Obj("foo", 2))]
+
+
+def _cm(name: str, rv: int) -> dict:
+    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": str(rv)}}
+
+
+def _settled_at_each_pop(f: DeltaFIFO) -> list[tuple[str, str]]:
+    seen: list[tuple[str, str]] = []
+    while f.list_keys():
+        f.pop(lambda deltas, initial: seen.append((f.key_of(deltas), f.settled_version())), timeout=1)
+    return seen
+
+
+def test_the_store_is_at_a_version_only_when_nothing_else_is_queued():
+    f = DeltaFIFO()
+    f.add(_cm("a", 10))
+    f.add(_cm("b", 11))
+    f.update(_cm("a", 12))  # queued with a's first delta: a is popped before b's 11
+    assert _settled_at_each_pop(f) == [("ns/a", ""), ("ns/b", "12")]
+    f.update(_cm("b", 13))
+    assert _settled_at_each_pop(f) == [("ns/b", "13")]
+
+
+def test_a_backlog_in_order_leaves_the_store_at_each_version():
+    f = DeltaFIFO()
+    f.add(_cm("a", 10))
+    f.add(_cm("b", 11))
+    f.add(_cm("c", 12))
+    assert _settled_at_each_pop(f) == [("ns/a", "10"), ("ns/b", "11"), ("ns/c", "12")]
+
+
+def test_a_list_and_a_bookmark_move_the_version_without_a_change():
+    f = DeltaFIFO()
+    f.replace([_cm("a", 3), _cm("b", 5)], "20")  # the list's version, not its newest object's
+    assert _settled_at_each_pop(f) == [("ns/a", ""), ("ns/b", "20")]
+    f.update_resource_version("25")  # a bookmark
+    f.add(_cm("c", 26))
+    f.delete(_cm("c", 27))
+    assert _settled_at_each_pop(f) == [("ns/c", "27")]

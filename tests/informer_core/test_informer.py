@@ -261,3 +261,121 @@ def test_on_synced_comes_once_right_after_the_initial_list(run_in_thread, initia
         calls = handler.snapshot()
         assert calls[:initial] == [("add", f"o{i:02}", True) for i in range(initial)]
         assert calls[initial:] == [("synced",), ("add", "after", False)]
+
+
+class SettledRecorder:
+    """Keeps the view a consistent-point handler builds, and checks it at each settled version."""
+
+    accepts_encoded = False
+    accepts_settled = True
+
+    def __init__(self, fake: FakeListerWatcher) -> None:
+        self.fake = fake
+        self.view: dict[str, str] = {}
+        self.settled: list[str] = []
+        self.wrong: list[str] = []
+        self.lock = threading.Lock()
+
+    def _check(self, settled: str) -> None:
+        if not settled:
+            return
+        with self.lock:
+            self.settled.append(settled)
+            want = state_at(self.fake, int(settled))
+            if self.view != want:
+                self.wrong.append(f"at {settled}: {self.view} != {want}")
+
+    def on_add(self, o, is_in_initial_list, settled=""):
+        self.view[o["metadata"]["name"]] = o["metadata"]["resourceVersion"]
+        self._check(settled)
+
+    def on_update(self, old, new, settled=""):
+        self.on_add(new, False, settled)
+
+    def on_delete(self, o, settled=""):
+        o = o.obj if isinstance(o, DeletedFinalStateUnknown) else o
+        self.view.pop(o["metadata"]["name"], None)
+        self._check(settled)
+
+    def on_settled(self, version):
+        self._check(version)
+
+
+def state_at(fake: FakeListerWatcher, version: int) -> dict[str, str]:
+    """The fake server's objects (name -> resourceVersion) after event ``version``."""
+    state: dict[str, str] = {}
+    with fake.cond:
+        history = list(fake.history[:version])
+    for event in history:
+        name = event.object["metadata"].get("name")
+        if event.type in ("ADDED", "MODIFIED"):
+            state[name] = event.object["metadata"]["resourceVersion"]
+        elif event.type == "DELETED":
+            state.pop(name, None)
+    return state
+
+
+def test_a_settled_version_is_told_exactly_when_the_store_holds_the_servers_state_at_it(run_in_thread):
+    fake = FakeListerWatcher([obj(f"o{i}") for i in range(5)])
+    informer = SharedIndexInformer(fake)
+    handler = SettledRecorder(fake)
+    informer.add_event_handler(handler)
+    run_in_thread(informer)
+    wait_until(lambda: handler.settled, message="the initial list's version")
+    assert handler.settled == ["5"], "the initial list is told once, with its version"
+    for n in range(300):  # bursts to a few objects: the queue groups them by object
+        name = f"o{n % 5}"
+        present = f"ns/{name}" in fake.objects
+        if n % 11 == 3 and present:
+            fake.delete(obj(name))
+        elif present:
+            fake.update(obj(name, data={"n": str(n)}))
+        else:
+            fake.create(obj(name))
+    last = str(fake.rv)
+    wait_until(lambda: handler.settled[-1:] == [last], message="the last version")
+    assert handler.wrong == []
+    assert [int(v) for v in handler.settled] == sorted({int(v) for v in handler.settled})
+    fake.send_bookmark()  # nothing queued: the bookmark's version comes alone
+    wait_until(lambda: handler.settled[-1] == str(fake.rv), message="the bookmark's version")
+    assert handler.wrong == []
+    late = SettledRecorder(fake)  # added now: the cached objects, then where they stand
+    informer.add_event_handler(late)
+    wait_until(lambda: late.settled == [str(fake.rv)], message="the late handler's version")
+    assert late.wrong == []
+
+
+def test_a_consistent_read_is_the_servers_state_at_the_version_it_returns(run_in_thread):
+    fake = FakeListerWatcher([obj(f"o{i}") for i in range(5)])
+    informer = SharedIndexInformer(fake)
+    run_in_thread(informer)
+    wait_until(informer.has_synced)
+    store = informer.get_store()
+    done = threading.Event()
+    reads: list[tuple[dict, str]] = []
+
+    def reader() -> None:
+        while not done.is_set():
+            reads.append(informer.read_consistently(lambda: {
+                o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in store.list()}))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for n in range(300):
+            name = f"o{n % 5}"
+            if f"ns/{name}" in fake.objects and n % 7 == 3:
+                fake.delete(obj(name))
+            elif f"ns/{name}" in fake.objects:
+                fake.update(obj(name, data={"n": str(n)}))
+            else:
+                fake.create(obj(name))
+        wait_until(lambda: informer.last_sync_resource_version() == str(fake.rv))
+        time.sleep(0.1)
+    finally:
+        done.set()
+        thread.join()
+    placed = [(content, version) for content, version in reads if version]
+    assert len(placed) > 10, "most reads find the store at a version"
+    assert [v for c, v in placed if c != state_at(fake, int(v))] == []
+    assert placed[-1][1] == str(fake.rv)
