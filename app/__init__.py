@@ -1,9 +1,19 @@
 """kube-cache-gateway: a read-only HTTP gateway serving Kubernetes resources from informer caches.
 
 ``create_app(settings, factory=None)`` builds the ASGI application; the
-``kube-cache-gateway`` command (``app.cli``) serves it.
+``kube-cache-gateway`` command (``app.cli``) serves it. ``create_app`` is imported
+when first asked for: the command's supervisor of several workers (``app.workers``)
+runs without the web stack it never uses.
 """
 
-from app.main import create_app
+from typing import Any
 
 __all__ = ["create_app"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "create_app":
+        from app.main import create_app
+
+        return create_app
+    raise AttributeError(f"module 'app' has no attribute {name!r}")

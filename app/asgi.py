@@ -89,8 +89,10 @@ class GatewayApp:
 
     def __init__(self, api: FastAPI, cors_origins: tuple[str, ...] = (),
                  local_only: bool = False, access_log: bool = False,
-                 authenticates: bool = False) -> None:
+                 authenticates: bool = False, worker: int | None = None) -> None:
         self.api = api
+        # one of several processes: every answer says which (operators and tests tell them apart)
+        self._worker_header = None if worker is None else (b"kcg-worker", str(worker).encode())
         self.state = api.state
         self._local_only = local_only
         self._authenticates = authenticates
@@ -116,6 +118,7 @@ class GatewayApp:
         started = time.perf_counter()
         latency = gateway.metrics.latency_for
         access_log = self.access_log
+        worker_header = self._worker_header
 
         async def timed_send(message: dict) -> None:
             if message["type"] == "http.response.start":
@@ -123,6 +126,8 @@ class GatewayApp:
                 latency(route, message["status"]).observe(took)
                 if access_log is not None:
                     access_log.write(scope, message["status"], took)
+                if worker_header is not None:
+                    message["headers"] = [*message.get("headers", ()), worker_header]
             await send(message)
 
         await self._entry(scope, receive, timed_send)

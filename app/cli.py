@@ -7,14 +7,13 @@ import logging
 import sys
 from typing import Any
 
-from control_plane.errors import ClusterUnavailableError
-
-__all__ = ["main"]
+__all__ = ["api_client_for", "configure_logging", "load_api_client", "main"]
 
 log = logging.getLogger("kube-cache-gateway")
 
 
-def _configure_logging(level: str, as_json: bool) -> None:
+def configure_logging(level: str, as_json: bool, worker: int | None = None) -> None:
+    """Logs to stderr, as text or JSON lines; a worker's lines say which worker it is."""
     handler = logging.StreamHandler(sys.stderr)
     if as_json:
         import json
@@ -23,13 +22,16 @@ def _configure_logging(level: str, as_json: bool) -> None:
             def format(self, record: logging.LogRecord) -> str:
                 doc = {"time": self.formatTime(record), "level": record.levelname.lower(),
                        "logger": record.name, "message": record.getMessage()}
+                if worker is not None:
+                    doc["worker"] = worker
                 if record.exc_info:
                     doc["exception"] = self.formatException(record.exc_info)
                 return json.dumps(doc)
 
         handler.setFormatter(JSONFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        tag = f" [worker {worker}]" if worker is not None else ""
+        handler.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)s{tag} %(name)s: %(message)s"))
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 
 
@@ -60,26 +62,30 @@ def api_client_for(kubeconfig: str, context: str,
     return client.ApiClient(configuration)
 
 
-def _serve(args: argparse.Namespace, settings: Any) -> int:
-    _configure_logging(settings.log_level, settings.log_json)
+def load_api_client(settings: Any) -> Any | None:
+    """``api_client_for`` the settings; ``None`` (having said why on stderr) if it fails."""
     try:
-        api_client = api_client_for(settings.kubeconfig, settings.context,
-                                    settings.serviceaccount_dir)
+        return api_client_for(settings.kubeconfig, settings.context, settings.serviceaccount_dir)
     except Exception as exc:  # noqa: BLE001 - any configuration problem ends here, clearly
         print(f"error: cannot load a Kubernetes configuration: {exc}\n"
               "Give --kubeconfig (or KCG_KUBECONFIG / KUBECONFIG), or run in a pod.",
               file=sys.stderr)
-        return 2
-    from app.server import run_server
+        return None
 
-    return run_server(settings, api_client)
+
+def _serve(args: argparse.Namespace, settings: Any) -> int:
+    configure_logging(settings.log_level, settings.log_json)
+    from app.server import serve
+
+    return serve(settings)
 
 
 def _demo(args: argparse.Namespace, settings: Any) -> int:
     from app.demo import run_demo
+    from control_plane.errors import ClusterUnavailableError
 
-    _configure_logging(settings.log_level if args.log_level != "info" else "warning",
-                       settings.log_json)
+    configure_logging(settings.log_level if args.log_level != "info" else "warning",
+                      settings.log_json)
     try:
         return run_demo(settings)
     except ClusterUnavailableError as exc:

@@ -164,7 +164,7 @@ class Ticker:
 
 def run_demo(settings: Any) -> int:
     """Start everything, print how to use it, serve until Ctrl-C, stop everything."""
-    from app.server import run_server
+    from app.server import serve
     from control_plane.cluster import LocalCluster
 
     print("Starting a local kube-apiserver + etcd (the first run builds kube-apiserver from "
@@ -182,7 +182,7 @@ def run_demo(settings: Any) -> int:
         prewarm = settings.prewarm or ("pods", "configmaps", "deployments.apps", "widgets.example.com")
         from dataclasses import replace
 
-        settings = replace(settings, prewarm=tuple(prewarm))
+        settings = replace(settings, prewarm=tuple(prewarm), kubeconfig=str(cluster.kubeconfig))
 
         def ready() -> None:
             print(f"""
@@ -202,7 +202,7 @@ Try:
 
 Press Ctrl-C to stop everything this command started.""", flush=True)
 
-        return run_server(settings, cluster.api_client(), on_ready=ready)
+        return serve(settings, on_ready=ready)
     finally:
         if ticker is not None:
             ticker.stop()

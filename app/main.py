@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from prometheus_client import generate_latest
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -26,11 +27,13 @@ from app.cache import GatewayCache
 from app.delegated import DelegatedAuth
 from app.limits import StreamLimiter
 from app.metrics import Metrics
+from app.peers import Peers, merge_expositions
 from app.reviews import ApiReviewer, Reviewer
 from app.routers import discovery, ops
 from app.routers.resources import resource_endpoint
 from app.settings import Settings, is_loopback
 from app.status import StatusError, status_response
+from informer_core.discovery import GroupVersionResource
 from informer_core.factory import SharedInformerFactory
 from informer_core.pages import metadata_transform
 
@@ -54,9 +57,15 @@ class Gateway:
     """Everything one gateway process holds; ``app.state.gateway``."""
 
     def __init__(self, settings: Settings, factory: SharedInformerFactory,
-                 reviewer: Reviewer | None = None) -> None:
+                 reviewer: Reviewer | None = None, worker: Any = None) -> None:
         self.settings = settings
         self.cache = GatewayCache(settings, factory)
+        self.worker = worker  # app.workers.WorkerInfo when one of several processes
+        self.peers: Peers | None = None
+        if worker is not None:
+            self.peers = Peers(worker.index, worker.count, worker.peer_dir,
+                               {"metrics": self._own_metrics, "load": self._load_for_sibling})
+            self.cache.announce = self._announce_load
         self.policy = ResourcePolicy(settings.allow, settings.deny)
         partitioned = settings.namespace_partitioned_lists and settings.authz == "kubernetes"
         self.authorization = Authorization(self.policy, _delegated(settings, factory, reviewer),
@@ -76,7 +85,31 @@ class Gateway:
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        if self.peers is not None:
+            await self.peers.start()
         await self.cache.start(permits=self.policy.permits)
+
+    async def metrics_exposition(self) -> bytes:
+        """``/metrics``: this process's, or every worker's of the pod, labelled by worker."""
+        own = generate_latest(self.metrics.registry)
+        if self.peers is None:
+            return own
+        return merge_expositions({self.peers.index: own, **await self.peers.ask_all("metrics")})
+
+    async def _own_metrics(self, argument: str) -> bytes:
+        return generate_latest(self.metrics.registry)
+
+    def _announce_load(self, gvr: GroupVersionResource) -> None:
+        if self.peers is not None:
+            self.peers.tell_all("load", f"{gvr.group}/{gvr.version}/{gvr.resource}")
+
+    async def _load_for_sibling(self, argument: str) -> bytes:
+        group, _, rest = argument.partition("/")
+        version, _, resource = rest.partition("/")
+        gvr = GroupVersionResource(group, version, resource)
+        if resource:
+            self.cache.warm(gvr, self.policy.permits)
+        return b"ok"
 
     def begin_shutdown(self) -> None:
         """End every open stream now (on the loop), before the server waits for connections."""
@@ -86,6 +119,8 @@ class Gateway:
 
     async def stop(self) -> None:
         self.begin_shutdown()
+        if self.peers is not None:
+            await self.peers.close()
         await self.cache.close()
 
 
@@ -113,7 +148,8 @@ def build_factory(settings: Settings, api_client: Any = None, **seams: Any) -> S
 
 
 def create_app(settings: Settings | None = None, factory: SharedInformerFactory | None = None,
-               api_client: Any = None, reviewer: Reviewer | None = None) -> GatewayApp:
+               api_client: Any = None, reviewer: Reviewer | None = None,
+               worker: Any = None) -> GatewayApp:
     """Build the gateway application.
 
     Args:
@@ -122,13 +158,14 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
             (or the default kube configuration) if ``None``.
         reviewer: who answers token and access reviews with ``--authz
             kubernetes`` (default: the API server the factory reads from).
+        worker: the ``app.workers.WorkerInfo`` of a worker process (one of several).
     """
     settings = settings or Settings()
     factory = factory or build_factory(settings, api_client)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        gateway = Gateway(settings, factory, reviewer)
+        gateway = Gateway(settings, factory, reviewer, worker)
         app.state.gateway = gateway
         await gateway.start()
         try:
@@ -147,7 +184,8 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
     # Metrics, CORS, authentication and the loopback Host check for every path.
     return GatewayApp(app, settings.cors_origins,
                       local_only=settings.authz == "none" and is_loopback(settings.host),
-                      access_log=settings.access_log, authenticates=settings.authz == "kubernetes")
+                      access_log=settings.access_log, authenticates=settings.authz == "kubernetes",
+                      worker=worker.index if worker is not None else None)
 
 
 async def _status_error(request: Any, exc: StatusError) -> Response:

@@ -1,6 +1,7 @@
 """Serving: the gateway on uvicorn until SIGINT/SIGTERM, streams ended first, informers last.
 
-Used by ``serve`` and ``demo`` alike (``app.cli``, ``app.demo``).
+Used by ``serve`` and ``demo`` alike (``app.cli``, ``app.demo``): ``serve`` runs one
+process, or a supervisor of several (``app.workers``) each of which runs ``run_server``.
 """
 
 from __future__ import annotations
@@ -9,18 +10,41 @@ import asyncio
 import signal
 from typing import Any
 
-from app.bridge import call_on_loop
-
-__all__ = ["run_server"]
+__all__ = ["run_server", "serve"]
 
 
-def run_server(settings: Any, api_client: Any, on_ready: Any = None) -> int:
-    """Serve until SIGINT/SIGTERM; end open streams first, then stop the informers."""
+def serve(settings: Any, on_ready: Any = None) -> int:
+    """Serve ``settings.workers`` processes on one address until SIGINT/SIGTERM.
+
+    One is served here; more are supervised (``app.workers``), each loading the
+    Kubernetes configuration for itself. Returns 2 when the configuration cannot be
+    loaded (said why on stderr).
+    """
+    from app.cli import load_api_client
+    from app.workers import Supervisor, worker_count
+
+    count = worker_count(settings.workers)
+    if count > 1:
+        return Supervisor(settings, count).run(on_ready)
+    api_client = load_api_client(settings)
+    if api_client is None:
+        return 2
+    return run_server(settings, api_client, on_ready)
+
+
+def run_server(settings: Any, api_client: Any, on_ready: Any = None, sockets: Any = None,
+               worker: Any = None) -> int:
+    """Serve until SIGINT/SIGTERM; end open streams first, then stop the informers.
+
+    ``sockets``: listening sockets to accept from (a worker's, shared); ``worker``:
+    the worker's ``WorkerInfo`` when it is one of several.
+    """
     import uvicorn
 
+    from app.bridge import call_on_loop
     from app.main import create_app
 
-    app = create_app(settings, api_client=api_client)
+    app = create_app(settings, api_client=api_client, worker=worker)
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
@@ -50,7 +74,7 @@ def run_server(settings: Any, api_client: Any, on_ready: Any = None) -> int:
     # cleanup (the demo's local API server) still runs.
     previous = signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
-        server.run()
+        server.run(sockets=sockets)
     except (KeyboardInterrupt, SystemExit):
         pass
     finally:

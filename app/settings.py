@@ -47,6 +47,7 @@ class Settings:
     # Where we listen.
     host: str = "127.0.0.1"
     port: int = 8080
+    workers: str = "1"
     tls_cert_file: str = ""
     tls_private_key_file: str = ""
     # What we cache.
@@ -95,6 +96,8 @@ _HELP = {
                           "folder holding the ServiceAccount's token, ca.crt and namespace",
     "host": "address to listen on",
     "port": "port to listen on",
+    "workers": "serving processes on the one address: a number, or auto (the CPUs the "
+               "process may use, cgroup quota included); each keeps its own caches",
     "tls_cert_file": "serve HTTPS with this PEM certificate (chain); needs "
                      "--tls-private-key-file (default: plain HTTP)",
     "tls_private_key_file": "the PEM private key of --tls-cert-file",
@@ -200,6 +203,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     settings = Settings(**values)
     if not 0 < settings.port < 65536:
         raise ValueError(f"--port must be 1-65535, not {settings.port}")
+    from app.workers import worker_count
+
+    worker_count(settings.workers)  # raises ValueError on anything but a number or auto
     for name in ("sync_timeout", "event_ring_size", "subscriber_queue", "page_size",
                  "max_streams", "max_streams_per_client", "heartbeat_interval",
                  "bookmark_interval", "stall_timeout", "max_header_bytes"):

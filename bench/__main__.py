@@ -5,8 +5,9 @@
 One kube-apiserver + etcd, seeded once with 10,000 Pods in 100 namespaces and
 1,000 ConfigMaps; then the initial sync (``bench.sync_pods``), the queries
 (``bench.queries``, with py-spy profiles of Q1 and Q5), authorization's cost
-(``bench.authz``: ``--authz kubernetes`` vs ``none``) and the change fan-out
-(``bench.fanout``), each measuring side by side in the same run. ``--quick`` runs everything at toy sizes, to check the machinery.
+(``bench.authz``: ``--authz kubernetes`` vs ``none``), the change fan-out
+(``bench.fanout``) and what ``--workers N`` costs (``bench.workers``), each measuring
+side by side in the same run. ``--quick`` runs everything at toy sizes, to check the machinery.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import authz, fanout, queries, sync_pods
+from bench import authz, fanout, queries, sync_pods, workers
 from bench.report import render
 from bench.seed import seed
 from control_plane.cluster import LocalCluster
@@ -40,11 +41,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     size = dict(pods=10_000, configmaps=1_000, sync_rounds=3, query_seconds=5.0, query_rounds=2,
                 authz_rounds=4, authz_requests=20_000, subscribers=1000, rate=10.0,
-                fan_seconds=60.0, settle=25.0)
+                fan_seconds=60.0, settle=25.0, workers_seconds=60.0, workers_rate=50.0)
     if args.quick:
         size = dict(pods=200, configmaps=20, sync_rounds=1, query_seconds=1.0, query_rounds=1,
                     authz_rounds=1, authz_requests=500, subscribers=10, rate=5.0,
-                    fan_seconds=2.0, settle=3.0)
+                    fan_seconds=2.0, settle=3.0, workers_seconds=2.0, workers_rate=5.0)
     command = ("python -m bench" + (" --quick" if args.quick else "") + f" --out {args.out}"
                + (f" --json {args.json}" if args.json else ""))
     started = time.monotonic()
@@ -64,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
         results["fanout"] = fanout.run(size["subscribers"], size["rate"], size["fan_seconds"],
                                        also_apiserver_scenario=True, settle=size["settle"],
                                        cluster=cluster)
+        print("workers ...", flush=True)
+        results["workers"] = workers.run(cluster, size["pods"], size["workers_seconds"],
+                                         size["workers_rate"])
     results["seconds"] = round(time.monotonic() - started)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render(results))

@@ -23,12 +23,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.procs import proc_cpu_seconds, proc_rss_mib, start_gateway
+from bench.procs import proc_cpu_seconds, start_gateway, tree_cpu_seconds, tree_rss_mib
 from control_plane.cluster import LocalCluster
 from control_plane.kubeapi import KubeAPI
 
 HERE = Path(__file__).parent / "fanout"
 NS = "bench-fanout"
+
+
+def sse_side(workers: int) -> str:
+    """The result's name for the gateway with ``workers`` processes."""
+    return "gateway SSE" if workers == 1 else f"gateway SSE ×{workers}"
 
 
 def build_receiver(workdir: Path) -> Path:
@@ -53,7 +58,7 @@ def run_scenario(receiver: Path, kube: KubeAPI, url: str, mode: str, subscribers
     if "ready" not in ready:
         raise RuntimeError(f"receiver not ready: {ready} {rx.stderr.read()[-2000:]}")
     time.sleep(1.0)
-    cpu0 = proc_cpu_seconds(gateway_pid) if gateway_pid else 0.0
+    cpu0 = tree_cpu_seconds(gateway_pid) if gateway_pid else 0.0
     rx_cpu0 = proc_cpu_seconds(rx.pid)
     started = time.monotonic()
     for i in range(changes):
@@ -68,8 +73,8 @@ def run_scenario(receiver: Path, kube: KubeAPI, url: str, mode: str, subscribers
     time.sleep(3.0)
     result: dict = {"changes": changes, "send_seconds": round(took, 1)}
     if gateway_pid:
-        result["gateway_cpu_percent"] = round(100 * (proc_cpu_seconds(gateway_pid) - cpu0) / (took + 3), 1)
-        result["gateway_rss_mib"] = round(proc_rss_mib(gateway_pid), 1)
+        result["gateway_cpu_percent"] = round(100 * (tree_cpu_seconds(gateway_pid) - cpu0) / (took + 3), 1)
+        result["gateway_rss_mib"] = round(tree_rss_mib(gateway_pid), 1)
     result["receiver_cpu_percent"] = round(100 * (proc_cpu_seconds(rx.pid) - rx_cpu0) / (took + 3), 1)
     out, err = rx.communicate(timeout=seconds + 60)
     result.update(json.loads(out.strip().splitlines()[-1]))
@@ -78,11 +83,13 @@ def run_scenario(receiver: Path, kube: KubeAPI, url: str, mode: str, subscribers
 
 def run(subscribers: int = 1000, rate: float = 10.0, seconds: float = 60.0, objects: int = 10,
         also_apiserver_scenario: bool = False, settle: float = 25.0, log=print,
-        cluster: LocalCluster | None = None) -> dict:
-    """Run the scenarios (on ``cluster``, else a fresh one); return results by scenario and side."""
+        cluster: LocalCluster | None = None, workers: tuple[int, ...] = (1, 2)) -> dict:
+    """Run the scenarios (on ``cluster``, else a fresh one); return results by scenario and side:
+    the gateway with each number of ``workers``, and the API server's own watch."""
     if cluster is None:
         with LocalCluster() as own:
-            return run(subscribers, rate, seconds, objects, also_apiserver_scenario, settle, log, own)
+            return run(subscribers, rate, seconds, objects, also_apiserver_scenario, settle, log,
+                       own, workers)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     workdir = Path(tempfile.mkdtemp(prefix="kcg-fanout-"))
@@ -94,33 +101,36 @@ def run(subscribers: int = 1000, rate: float = 10.0, seconds: float = 60.0, obje
         for i in range(objects):
             if kube.get(f"/api/v1/namespaces/{NS}/configmaps/fan-{i}", ok_missing=True) is None:
                 kube.create(f"/api/v1/namespaces/{NS}/configmaps", {"metadata": {"name": f"fan-{i}"}})
-        gateway = start_gateway(cluster, workdir, "--prewarm", "configmaps",
-                                "--max-streams", "20000", "--max-streams-per-client", "20000",
-                                "--subscriber-queue", "10000")
+        gateways = {}
         try:
+            for count in workers:
+                gateways[sse_side(count)] = start_gateway(
+                    cluster, workdir / f"w{count}", "--prewarm", "configmaps", "--workers", str(count),
+                    "--max-streams", "20000", "--max-streams-per-client", "20000",
+                    "--subscriber-queue", "10000")
             scenarios = [(subscribers, rate)]
             if also_apiserver_scenario:
                 scenarios.append((200, 50.0))
             for count, per_second in scenarios:
                 name = f"{count} subscribers x {per_second:g} changes/s"
-                sse = run_scenario(
-                    receiver, kube, f"{gateway.url}/core/v1/namespaces/{NS}/configmaps",
-                    "sse", count, per_second, seconds, objects, gateway_pid=gateway.pid,
-                    settle=settle)
-                # Watch from now on, so the watchers start where the SSE scenario ended.
+                results[name] = {}
+                for side, gateway in gateways.items():
+                    results[name][side] = run_scenario(
+                        receiver, kube, f"{gateway.url}/core/v1/namespaces/{NS}/configmaps",
+                        "sse", count, per_second, seconds, objects, gateway_pid=gateway.pid,
+                        settle=settle)
+                # Watch from now on, so the watchers start where the SSE scenarios ended.
                 rv = kube.get(f"/api/v1/namespaces/{NS}/configmaps")["metadata"]["resourceVersion"]
-                results[name] = {
-                    "gateway SSE": sse,
-                    "apiserver watch": run_scenario(
-                        receiver, kube,
-                        f"{cluster.primary.url}/api/v1/namespaces/{NS}/configmaps?watch=true"
-                        f"&resourceVersion={rv}",
-                        "watch", count, per_second, seconds, objects,
-                        token=cluster.admin.token, ca=str(cluster.primary.ca_file), settle=settle),
-                }
+                results[name]["apiserver watch"] = run_scenario(
+                    receiver, kube,
+                    f"{cluster.primary.url}/api/v1/namespaces/{NS}/configmaps?watch=true"
+                    f"&resourceVersion={rv}",
+                    "watch", count, per_second, seconds, objects,
+                    token=cluster.admin.token, ca=str(cluster.primary.ca_file), settle=settle)
                 log(name, json.dumps(results[name], indent=1))
         finally:
-            gateway.stop()
+            for gateway in gateways.values():
+                gateway.stop()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return results

@@ -19,7 +19,8 @@ import httpx
 from control_plane.certs import self_signed_cert
 from control_plane.cluster import LocalCluster, free_port
 
-__all__ = ["Gateway", "proc_cpu_seconds", "proc_rss_mib", "start_gateway"]
+__all__ = ["Gateway", "children", "proc_cpu_seconds", "proc_rss_mib", "start_gateway",
+           "tree_cpu_seconds", "tree_rss_mib", "workers_of"]
 
 
 def proc_cpu_seconds(pid: int) -> float:
@@ -34,6 +35,36 @@ def proc_rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (a gateway's workers)."""
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def workers_of(pid: int) -> list[int]:
+    """The worker processes of a gateway supervisor (not multiprocessing's resource tracker)."""
+    found = []
+    for child in children(pid):
+        try:
+            if b"resource_tracker" not in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.append(child)
+        except OSError:
+            pass
+    return found
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of ``pid`` and its children (a gateway with ``--workers``, all of it)."""
+    return proc_cpu_seconds(pid) + sum(proc_cpu_seconds(c) for c in children(pid))
+
+
+def tree_rss_mib(pid: int) -> float:
+    """Resident memory of ``pid`` and its children in MiB."""
+    return proc_rss_mib(pid) + sum(proc_rss_mib(c) for c in children(pid))
 
 
 class Gateway:

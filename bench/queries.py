@@ -35,7 +35,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.procs import proc_cpu_seconds, start_gateway
+from bench.procs import start_gateway, tree_cpu_seconds
 from control_plane.certs import self_signed_cert
 from bench.seed import seed
 from control_plane.cluster import LocalCluster, free_port
@@ -69,8 +69,13 @@ QUERIES = (
     Query("Q5", "every pod", "/api/v1/pods"),
 )
 
-SIDES = ("apiserver", "gateway HTTPS", "gateway HTTP")
-FLOOR_SIDES = ("floor HTTPS", "floor HTTP")
+SIDES = ("apiserver", "gateway HTTPS", "gateway HTTP", "gateway HTTPS ×2", "gateway HTTP ×2")
+FLOOR_SIDES = ("floor HTTPS", "floor HTTP", "floor HTTPS ×2", "floor HTTP ×2")
+
+
+def workers_of(side: str) -> int:
+    """``gateway HTTP ×2`` -> 2: the side's serving processes."""
+    return int(side.rsplit("×", 1)[1]) if "×" in side else 1
 
 _UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3, "h": 3600e3}
 _SIZES = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
@@ -111,7 +116,7 @@ def wrk(url: str, connections: int, seconds: float, token: str = "",
     command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "--latency", "--timeout", "60s"]
     if token:
         command += ["-H", f"Authorization: Bearer {token}"]
-    server_cpu0 = proc_cpu_seconds(server_pid) if server_pid else 0.0
+    server_cpu0 = tree_cpu_seconds(server_pid) if server_pid else 0.0
     started = time.monotonic()
     proc = subprocess.Popen([*command, url], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
@@ -126,7 +131,7 @@ def wrk(url: str, connections: int, seconds: float, token: str = "",
     result = parse_wrk(output)
     result["wrk_cpu_percent"] = 100 * (usage.ru_utime + usage.ru_stime) / wall
     if server_pid:
-        result["server_cpu_percent"] = 100 * (proc_cpu_seconds(server_pid) - server_cpu0) / wall
+        result["server_cpu_percent"] = 100 * (tree_cpu_seconds(server_pid) - server_cpu0) / wall
     if result["non_2xx"] or result["socket_errors"]:
         raise RuntimeError(f"{url}: {result['non_2xx']} error answers, "
                            f"{result['socket_errors']} socket errors")
@@ -145,8 +150,10 @@ def _answer(url: str, token: str, verify: ssl.SSLContext | bool) -> tuple[list[s
     return _names(response.json()), response.content
 
 
-def start_floor(workdir: Path, bodies: dict[str, bytes], tls: bool) -> tuple[subprocess.Popen, str]:
-    """Serve ``bodies`` (path?query -> bytes) from ``bench.floor`` on uvicorn; return it and its URL."""
+def start_floor(workdir: Path, bodies: dict[str, bytes], tls: bool,
+                workers: int = 1) -> tuple[subprocess.Popen, str]:
+    """Serve ``bodies`` (path?query -> bytes) from ``bench.floor`` on uvicorn (``workers``
+    processes, uvicorn's own); return it and its URL."""
     directory = workdir / "floor"
     directory.mkdir(parents=True, exist_ok=True)
     index = {}
@@ -156,7 +163,7 @@ def start_floor(workdir: Path, bodies: dict[str, bytes], tls: bool) -> tuple[sub
     (directory / "index.json").write_text(json.dumps(index))
     port = free_port()
     command = [sys.executable, "-m", "uvicorn", "bench.floor:app", "--port", str(port),
-               "--log-level", "warning", "--no-access-log"]
+               "--log-level", "warning", "--no-access-log", "--workers", str(workers)]
     verify: ssl.SSLContext | bool = True
     if tls:
         cert, key = self_signed_cert(directory, "floor")
@@ -198,8 +205,10 @@ def run(pods: int = 10_000, configmaps: int = 1_000, seconds: float = 5.0, round
     floors = {}
     try:
         args = ("--prewarm", "pods", "--sync-timeout", "120")
-        gateways["gateway HTTPS"] = start_gateway(cluster, workdir / "tls", *args, tls=True)
-        gateways["gateway HTTP"] = start_gateway(cluster, workdir / "plain", *args)
+        for side in SIDES[1:]:
+            gateways[side] = start_gateway(
+                cluster, workdir / side.replace(" ", "-"), *args, "--workers", str(workers_of(side)),
+                tls=side.split()[1] == "HTTPS")
         token = cluster.admin.token
         api_verify = ssl.create_default_context(cafile=str(cluster.primary.ca_file))
         api_verify.check_hostname = False
@@ -233,7 +242,7 @@ def run(pods: int = 10_000, configmaps: int = 1_000, seconds: float = 5.0, round
                 f"{ {s: a['bytes'] for s, a in answers[query.name].items()} }")
         for side in FLOOR_SIDES:
             floors[side] = start_floor(workdir / side.replace(" ", "-"), floor_bodies,
-                                       tls=side.endswith("HTTPS"))
+                                       tls=side.split()[1] == "HTTPS", workers=workers_of(side))
         runs: dict = {}
         for r in range(rounds):
             for query in QUERIES:
@@ -346,7 +355,9 @@ def table(results: dict) -> str:
             base = runs[f"{query.name}|{conns}|apiserver"]
             base_p50, base_rps = _median(base, "p50_ms"), _median(base, "requests_per_second")
             for side in SIDES:
-                rows = runs[f"{query.name}|{conns}|{side}"]
+                rows = runs.get(f"{query.name}|{conns}|{side}")
+                if not rows:  # a run from before the side was measured
+                    continue
                 p50, p99 = _median(rows, "p50_ms"), _median(rows, "p99_ms")
                 rps = _median(rows, "requests_per_second")
                 answer = answers[query.name][side]
@@ -363,19 +374,20 @@ def table(results: dict) -> str:
 
 def floor_table(results: dict) -> str:
     """The gateway next to the bare ASGI app answering the same bytes on the same server."""
-    lines = ["| query | conns | scheme | floor p50 | gateway p50 | floor req/s | gateway req/s "
-             "| gateway's share of the floor's rate |",
-             "|---|---:|---|---:|---:|---:|---:|---:|"]
+    lines = ["| query | conns | scheme | workers | floor p50 | gateway p50 | floor req/s "
+             "| gateway req/s | gateway's share of the floor's rate |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
     runs = results["runs"]
     for query in QUERIES:
         for conns in results["connections"]:
-            for scheme in ("HTTPS", "HTTP"):
-                floor = runs.get(f"{query.name}|{conns}|floor {scheme}")
-                if not floor:
+            for floor_side in FLOOR_SIDES:
+                floor = runs.get(f"{query.name}|{conns}|{floor_side}")
+                gw = runs.get(f"{query.name}|{conns}|{floor_side.replace('floor', 'gateway')}")
+                if not floor or not gw:
                     continue
-                gw = runs[f"{query.name}|{conns}|gateway {scheme}"]
                 f_rps, g_rps = _median(floor, "requests_per_second"), _median(gw, "requests_per_second")
-                lines.append(f"| {query.name} | {conns} | {scheme} | {_fmt_ms(_median(floor, 'p50_ms'))} "
+                lines.append(f"| {query.name} | {conns} | {floor_side.split()[1]} "
+                             f"| {workers_of(floor_side)} | {_fmt_ms(_median(floor, 'p50_ms'))} "
                              f"| {_fmt_ms(_median(gw, 'p50_ms'))} | {f_rps:,.0f} | {g_rps:,.0f} "
                              f"| {100 * g_rps / f_rps:.0f} % |")
     return "\n".join(lines)

@@ -123,6 +123,13 @@ class KubeAPI(RestVerbs):
         server = server or cluster.primary
         return cls(server.url, (user or cluster.admin).token, str(server.ca_file))
 
+    def text(self, path: str) -> str:
+        """GET a path that answers text, not JSON (``/metrics``)."""
+        response = self._http.request("GET", self.url + path, headers=dict(self._headers))
+        if response.status >= 400:
+            raise status_error(response.status, None, f"GET {path}: HTTP {response.status}")
+        return response.data.decode()
+
     def request(self, method: str, path: str, body: Any = None,
                 content_type: str = "application/json", ok_missing: bool = False) -> Any:
         headers = dict(self._headers)

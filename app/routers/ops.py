@@ -6,7 +6,7 @@ import time
 
 import orjson
 from fastapi import APIRouter, Request
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.responses import PlainTextResponse, Response
 
 from app.openapi import document
@@ -53,8 +53,9 @@ async def readyz(request: Request) -> Response:
 
 @router.get("/metrics", include_in_schema=False)
 async def metrics(request: Request) -> Response:
-    registry = request.app.state.gateway.metrics.registry
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    """Prometheus text: this process's figures, or every worker's of the pod (``worker`` label)."""
+    body = await request.app.state.gateway.metrics_exposition()
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/openapi.json", include_in_schema=False)

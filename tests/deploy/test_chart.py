@@ -137,6 +137,8 @@ def test_api_versions_follow_the_cluster():
     ({"extraEnv": {"PATH": "/x"}}, "'PATH' does not match pattern '^KCG_"),
     ({"image": {"digest": "latest"}}, "/image/digest"),
     ({"service": {"port": 70000}}, "/service/port"),
+    ({"workers": 0}, "/workers"),
+    ({"workers": "all"}, "/workers"),
     ({"rbac": {"resources": [{"apiGroups": [""]}]}}, "missing property 'resources'"),
 ])
 def test_values_against_the_schema_fail_the_render(values, says):
