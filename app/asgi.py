@@ -52,14 +52,16 @@ _NOT_READY = status_bytes(503, "the gateway is starting", "ServiceUnavailable")
 
 
 _PROBES_AND_METRICS = frozenset({"/healthz", "/livez", "/readyz", "/metrics"})
+_KEEP_SLASH = frozenset({"/ui"})  # the page at /ui/: its relative links need the slash
 
 
 def without_trailing_slashes(path: str) -> str:
     """``path`` as the API server reads it: trailing slashes mean nothing on discovery,
     ``/version`` and resource paths (``/api/v1/pods/``, ``/apis/apps/v1//``), while
-    the probes and ``/metrics`` answer 404 with one, as the API server's do."""
+    the probes and ``/metrics`` answer 404 with one, as the API server's do; ``/ui/``
+    keeps it."""
     stripped = path.rstrip("/")
-    if not stripped or stripped in _PROBES_AND_METRICS:
+    if not stripped or stripped in _PROBES_AND_METRICS or stripped in _KEEP_SLASH:
         return path
     return stripped
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.bridge import HubHandler, call_on_loop, run_blocking
+from app.dashboard import Views
 from app.events import EventHub
 from app.printers import DEFAULT_PRINTER, PRINTERS, crd_columns
 from app.request import ResourcePath
@@ -49,6 +50,7 @@ class ResourceCache:
     printer: Printer
     prewarmed: bool = False
     last_used: float = field(default_factory=time.monotonic)
+    views: Views = field(default_factory=Views)  # dashboard queries' columns and results
 
     @property
     def indexer(self) -> Indexer:

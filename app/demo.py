@@ -189,10 +189,14 @@ def run_demo(settings: Any) -> int:
 kube-cache-gateway demo is up ({time.monotonic() - started:.0f} s): {url}
   local API server: {cluster.primary.url} (kubeconfig {cluster.kubeconfig})
 
+Open the live page: {url}/ui/?resource=core/v1/pods&namespace={namespace}
+
 Try:
   curl -s {url}/core/v1/namespaces/{namespace}/pods | python3 -m json.tool | head -30
   curl -s '{url}/core/v1/pods?labelSelector=app%3Dweb'
   curl -s '{url}/apps/v1/deployments?fieldSelector=metadata.name%3Dapi'
+  curl -s '{url}/core/v1/pods?sortBy=-metadata.creationTimestamp&fields=status.phase&limit=3'
+  curl -s '{url}/core/v1/pods?summary=status.phase,metadata.namespace'
   curl -N -H 'Accept: text/event-stream' {url}/core/v1/namespaces/{namespace}/configmaps
   curl -N '{url}/api/v1/namespaces/{namespace}/configmaps?watch=true'
   kubectl --server {url} get pods -n {namespace} -o wide

@@ -41,6 +41,7 @@ from typing import Any
 
 import orjson
 
+from app.projection import Projection
 from app.selection import Selection
 from informer_core.encoded import EncodedObject
 from informer_core.tombstone import DeletedFinalStateUnknown
@@ -128,14 +129,23 @@ class Event:
             cached = self._frames[key] = orjson.dumps(source)
         return cached
 
-    def frame_parts(self, kind: str, fmt: str) -> tuple[bytes, bytes, bytes]:
+    def frame_parts(self, kind: str, fmt: str,
+                    projection: Projection | None = None) -> tuple[bytes, bytes, bytes]:
         """Return the event in a wire format (``watch`` or ``sse``) as (prefix, object, suffix).
 
         The object bytes are the cached ones, shared by every subscriber; a
-        writer joins the parts of a whole batch into one buffer.
+        writer joins the parts of a whole batch into one buffer. With a
+        projection (``fields=``) the projected bytes are made once per
+        projection and shared the same way.
         """
         name = _NAMES[kind]
         raw = self.object_bytes(kind, fmt)
+        if projection is not None:
+            key = f"{kind}|{fmt}|fields={projection.text}"
+            projected = self._frames.get(key)
+            if projected is None:
+                projected = self._frames[key] = projection.raw_of(raw)
+            raw = projected
         if fmt == "watch":
             return _WATCH_PREFIX[name], raw, b"}\n"
         return (b"id: " + self.id.encode() + b"\nevent: " + name + b"\ndata: ", raw, b"\n\n")

@@ -29,7 +29,7 @@ from app.limits import StreamLimiter
 from app.metrics import Metrics
 from app.peers import Peers, merge_expositions
 from app.reviews import ApiReviewer, Reviewer
-from app.routers import discovery, ops
+from app.routers import discovery, ops, ui
 from app.routers.resources import resource_endpoint
 from app.settings import Settings, is_loopback
 from app.status import StatusError, status_response
@@ -177,6 +177,7 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
                   openapi_url=None)
     app.include_router(ops.router)
     app.include_router(discovery.router)
+    app.include_router(ui.router)
     # Resource paths are answered before FastAPI (app.asgi); this catches the rest.
     app.router.routes.append(Route("/{path:path}", resource_endpoint, methods=_ALL_METHODS))
     app.add_exception_handler(StatusError, _status_error)

@@ -42,6 +42,14 @@ _LIST = {
                    "metadata": _META, "items": {"type": "array", "items": _OBJECT}},
 }
 
+_SUMMARY = {
+    "type": "object", "required": ["apiVersion", "kind", "total", "counts"],
+    "properties": {"apiVersion": {"const": "v1"}, "kind": {"const": "Summary"},
+                   "metadata": _META, "total": {"type": "integer", "minimum": 0},
+                   "counts": {"type": "object", "additionalProperties": {
+                       "type": "object", "additionalProperties": {"type": "integer"}}}},
+}
+
 _ERRORS = {
     "400": "a bad selector, parameter or name", "401": "no token, or one the cluster rejects "
     "(--authz kubernetes)", "403": "denied by the policy or the caller's RBAC",
@@ -71,8 +79,17 @@ _LIST_PARAMS = [
     _query("timeoutSeconds", {"type": "integer", "minimum": 0}, "end a watch after this long"),
     _query("allowWatchBookmarks", {"type": "boolean"}, "send BOOKMARK events on a watch"),
     _query("includeObject", {"enum": ["None", "Metadata", "Object"]}, "Table rows' objects"),
+    {**_query("filter", {"type": "array", "items": {"type": "string"}},
+              "PATH OP VALUE (=, !=, ~, !~, <, >, in (a,b), notin (a,b)); repeated: all must hold"),
+     "style": "form", "explode": True},
+    _query("sortBy", {"type": "string"}, "PATH[,-PATH...]: sorted by value, '-' descending"),
+    _query("fields", {"type": "string"}, "PATH,...: items carry only these (and their identity)"),
+    _query("summary", {"type": "string"}, "PATH,...: counts per value instead of the objects"),
 ]
 _GET_PARAMS = [_LIST_PARAMS[4]]
+
+
+_COLLECTION = {"anyOf": [_LIST, _SUMMARY]}
 
 
 def _path(name: str, description: str, example: str) -> dict:
@@ -99,10 +116,10 @@ def _resource_paths(prefix: str, prefix_params: list[dict]) -> dict[str, Any]:
     return {
         f"{prefix}/{{resource}}": _operation(
             "list (or watch, or stream as SSE) a resource in all namespaces",
-            [*prefix_params, res, *_LIST_PARAMS], _LIST),
+            [*prefix_params, res, *_LIST_PARAMS], _COLLECTION),
         f"{prefix}/namespaces/{{namespace}}/{{resource}}": _operation(
             "list (or watch, or stream as SSE) a resource in one namespace",
-            [*prefix_params, ns, res, *_LIST_PARAMS], _LIST),
+            [*prefix_params, ns, res, *_LIST_PARAMS], _COLLECTION),
         f"{prefix}/{{resource}}/{{name}}": _operation(
             "get a cluster-scoped object", [*prefix_params, res, name, *_GET_PARAMS], _OBJECT),
         f"{prefix}/namespaces/{{namespace}}/{{resource}}/{{name}}": _operation(

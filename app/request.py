@@ -19,7 +19,12 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from app.fieldpath import FieldPath
+from app.filters import Filter, FilterError, parse_filter
+from app.projection import ProjectionError, parse_fields
+from app.sorting import Ordering, SortError, parse_sort
 from app.status import StatusError, bad_request, not_acceptable, not_found
+from app.summary import SummaryError, parse_summary
 from informer_core.errors import SelectorError
 from informer_core.fields import FieldSelector, parse_field_selector
 from informer_core.labels import Selector, parse_selector, selector_from_set
@@ -130,6 +135,13 @@ class Query:
     include_object: str = "Metadata"
     label_text: str = ""
     field_text: str = ""
+    # for dashboards (docs/queries.md)
+    filters: tuple[Filter, ...] = ()
+    ordering: Ordering | None = None
+    fields_paths: tuple[FieldPath, ...] | None = None
+    fields_text: str = ""
+    summary: tuple[FieldPath, ...] | None = None
+    view_text: str = ""  # filters, sortBy, fields and summary as written: part of a query's identity
     raw: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
 
@@ -157,13 +169,17 @@ def _non_negative_int(name: str, value: str) -> int:
 _INT64_MAX = 2**63 - 1  # the API server's parameters are int64
 
 
-def encode_continue(key: str, query_fingerprint: str) -> str:
-    """Make a continue token: resume after ``key`` for the same query."""
-    return base64.urlsafe_b64encode(orjson.dumps({"v": 1, "k": key, "q": query_fingerprint})).decode()
+def encode_continue(key: str, query_fingerprint: str, place: tuple | None = None) -> str:
+    """Make a continue token: resume after ``key`` (at ``place`` in a sorted list) for the
+    same query."""
+    doc: dict = {"v": 1, "k": key, "q": query_fingerprint}
+    if place is not None:
+        doc["p"] = place
+    return base64.urlsafe_b64encode(orjson.dumps(doc)).decode()
 
 
-def decode_continue(token: str, query_fingerprint: str) -> str:
-    """Return the key a continue token resumes after.
+def decode_continue(token: str, query_fingerprint: str) -> tuple[str, list | None]:
+    """Return the key a continue token resumes after, and its sort place if any.
 
     Raises:
         StatusError: 400 for a token that is not ours or belongs to another query.
@@ -172,13 +188,16 @@ def decode_continue(token: str, query_fingerprint: str) -> str:
         doc = orjson.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
         if not isinstance(doc, dict) or doc.get("v") != 1 or not isinstance(doc.get("k"), str):
             raise ValueError
+        place = doc.get("p")
+        if place is not None and not isinstance(place, list):
+            raise ValueError
     except (ValueError, binascii.Error, orjson.JSONDecodeError):
         raise bad_request(f"invalid continue token {token[:64]!r}: it was not issued by "
                           "this gateway; start the list again without 'continue'") from None
     if doc.get("q") != query_fingerprint:
         raise bad_request("the continue token belongs to a different query "
                           "(selectors must stay the same while paging)")
-    return doc["k"]
+    return doc["k"], place
 
 
 def parse_query(query_string: bytes | str, max_length: int) -> Query:
@@ -236,13 +255,42 @@ def _parse_query(query_string: str) -> Query:
     include = values.get("includeObject", "") or "Metadata"
     if include not in ("None", "Metadata", "Object"):
         raise bad_request(f"invalid includeObject {include!r}: use None, Metadata or Object")
+    filters, ordering, fields_paths, summary, view_text = _dashboard(pairs, values)
     return Query(labels=labels, fields=fields, limit=limit,
                  continue_key=values.get("continue") or None, watch=watch,
                  resource_version=rv,
                  resource_version_match=values.get("resourceVersionMatch", ""),
                  timeout_seconds=timeout, allow_bookmarks=bookmarks,
                  include_object=include, label_text=str(labels), field_text=str(fields),
+                 filters=filters, ordering=ordering, fields_paths=fields_paths,
+                 fields_text=values.get("fields", ""), summary=summary, view_text=view_text,
                  raw=tuple(pairs))
+
+
+_MAX_FILTERS = 32
+
+
+def _dashboard(pairs: list[tuple[str, str]], values: dict[str, str]) -> tuple:
+    """``filter`` (repeated), ``sortBy``, ``fields`` and ``summary``, parsed."""
+    texts = [v for k, v in pairs if k == "filter" and v.strip(" ")]
+    if len(texts) > _MAX_FILTERS:
+        raise bad_request(f"at most {_MAX_FILTERS} filter parameters are accepted")
+    try:
+        filters = tuple(parse_filter(t) for t in texts)
+        ordering = parse_sort(values["sortBy"]) if values.get("sortBy") else None
+        fields_paths = parse_fields(values["fields"]) if values.get("fields") else None
+        summary = parse_summary(values["summary"]) if values.get("summary") else None
+    except (FilterError, SortError, ProjectionError, SummaryError) as exc:
+        raise bad_request(f"invalid {_PARAMETER[type(exc)]}: {exc}") from None
+    view_text = ""
+    if texts or ordering is not None or fields_paths is not None or summary is not None:
+        view_text = orjson.dumps([texts, values.get("sortBy"), values.get("fields"),
+                                  values.get("summary")]).decode()
+    return filters, ordering, fields_paths, summary, view_text
+
+
+_PARAMETER = {FilterError: "filter", SortError: "sortBy", ProjectionError: "fields",
+              SummaryError: "summary"}
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,9 @@ from starlette.responses import Response, StreamingResponse
 
 from app.cache import ResourceCache
 from app.events import Event, Subscriber, parse_rv
+from app.fieldpath import FieldPath
 from app.freshness import FRESHNESS_WAIT
+from app.projection import Projection
 from app.status import StatusError, status_body
 
 __all__ = ["SSEEncoder"]
@@ -56,11 +58,12 @@ def _error_frame(code: int, message: str, reason: str) -> bytes:
     return b"event: ERROR\ndata: " + orjson.dumps(status_body(code, message, reason)) + b"\n\n"
 
 
-def _state(objects: list, prefix: bytes) -> Iterator[bytes]:
+def _state(objects: list, prefix: bytes, projection: Projection | None) -> Iterator[bytes]:
     """The snapshot's ``ADDED`` frames, joined a slice at a time as the stream takes them."""
     for start in range(0, len(objects), _CHUNK):
         yield b"".join(
-            b"id: " + prefix + str(start + i).encode() + b"\nevent: ADDED\ndata: " + o.raw + b"\n\n"
+            b"id: " + prefix + str(start + i).encode() + b"\nevent: ADDED\ndata: "
+            + (o.raw if projection is None else projection.bytes_of(o)) + b"\n\n"
             for i, o in enumerate(objects[start:start + _CHUNK]))
 
 
@@ -75,8 +78,11 @@ class SSEEncoder:
     media_type = "text/event-stream"
     headers = _HEADERS
 
-    def __init__(self, last_event_id: str, retry_ms: int, heartbeat: float) -> None:
+    def __init__(self, last_event_id: str, retry_ms: int, heartbeat: float,
+                 fields: tuple[str, tuple[FieldPath, ...]] | None = None) -> None:
         self._last_id = last_event_id.strip()
+        self._fields = fields  # fields=: objects carry only those paths
+        self._projection: Projection | None = None
         self._retry_ms = retry_ms
         self._heartbeat = heartbeat
 
@@ -95,6 +101,8 @@ class SSEEncoder:
     def begin(self, entry: ResourceCache, subscriber: Subscriber) -> tuple[Iterable[bytes], bool]:
         """The missed events after ``Last-Event-ID``; else (RESET and) the state, then SYNCED."""
         hub = entry.hub
+        if self._fields is not None:
+            self._projection = entry.views.projection(*self._fields)
         first: list[bytes] = [_retry(self._retry_ms)]
         last_id = self._last_id
         replay = hub.events_after_id(last_id) if last_id else None
@@ -110,16 +118,16 @@ class SSEEncoder:
             first.append(b"event: RESET\ndata: " + orjson.dumps(
                 {"reason": "the id is unknown or too old; a fresh state follows",
                  "lastEventId": last_id[:128]}) + b"\n\n")
-        objects = hub.snapshot(subscriber.selection)
+        objects = entry.views.snapshot(hub, subscriber.selection)
         prefix = f"{hub.id}.{hub.seq}~".encode()
         synced = (f"id: {hub.position_id()}\nevent: SYNCED\n".encode() + b"data: "
                   + orjson.dumps({"resourceVersion": str(hub.rv)}) + b"\n\n")
-        return itertools.chain(first, _state(objects, prefix), (synced,)), True
+        return itertools.chain(first, _state(objects, prefix, self._projection), (synced,)), True
 
     def events(self, batch: list[tuple[Event, str]]) -> bytes:
         parts: list[bytes] = []
         for event, kind in batch:
-            parts.extend(event.frame_parts(kind, "sse"))
+            parts.extend(event.frame_parts(kind, "sse", self._projection))
         return b"".join(parts)
 
     def next_tick(self, now: float) -> float | None:

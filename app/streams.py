@@ -109,6 +109,7 @@ async def open_stream(gateway: Any, request: Request, grant: Grant, selection: S
         raise
     try:
         await encoder.catch_up(entry)  # a version given by another process may be a moment ahead
+        await entry.views.warm(entry.hub, selection)  # filters' values read off the loop
         await entry.hub.between_bursts()
     except BaseException:
         gateway.limiter.release(client)

@@ -23,6 +23,7 @@ from starlette.responses import Response
 from app.cache import ResourceCache
 from app.events import Event, Subscriber, parse_rv
 from app.freshness import FRESHNESS_WAIT
+from app.projection import Projection
 from app.request import Accept, Query
 from app.status import StatusError, status_body
 from app.table import table_bytes
@@ -45,6 +46,7 @@ class WatchEncoder:
 
     def __init__(self, accept: Accept, query: Query, bookmark_interval: float) -> None:
         self.accept = accept
+        self.projection: Projection | None = None  # fields= (not on Table rows)
         self.query = query
         self.headers_sent = False
         self.entry: ResourceCache | None = None  # set by begin
@@ -65,9 +67,11 @@ class WatchEncoder:
         """All current objects for no version or ``"0"``; else the events after it, or 410."""
         self.entry = entry
         hub = entry.hub
+        if self.query.fields_paths is not None and self.accept.kind != "table":
+            self.projection = entry.views.projection(self.query.fields_text, self.query.fields_paths)
         version = self.query.resource_version
         if version in ("", "0"):
-            objects = hub.snapshot(subscriber.selection)
+            objects = entry.views.snapshot(hub, subscriber.selection)
             return (self.snapshot(objects[i:i + _CHUNK]) for i in range(0, len(objects), _CHUNK)), True
         events = hub.events_after_rv(parse_rv(version), watch=True)
         if events is None and hub.ahead_of(parse_rv(version)):
@@ -101,7 +105,7 @@ class WatchEncoder:
         if self.accept.kind != "table":
             parts: list[bytes] = []
             for event, kind in batch:
-                parts.extend(event.frame_parts(kind, "watch"))
+                parts.extend(event.frame_parts(kind, "watch", self.projection))
             return b"".join(parts)
         lines = []
         for event, kind in batch:
@@ -112,7 +116,10 @@ class WatchEncoder:
 
     def snapshot(self, objects: list) -> bytes:
         if self.accept.kind != "table":
-            return b"".join(b'{"type":"ADDED","object":' + o.raw + b"}\n" for o in objects)
+            project = self.projection
+            return b"".join(b'{"type":"ADDED","object":'
+                            + (o.raw if project is None else project.bytes_of(o)) + b"}\n"
+                            for o in objects)
         return b"".join(self._table_line("ADDED", o.to_dict()) for o in objects)
 
     def _table_line(self, kind: str, obj: dict) -> bytes:

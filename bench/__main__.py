@@ -6,7 +6,8 @@ One kube-apiserver + etcd, seeded once with 10,000 Pods in 100 namespaces and
 1,000 ConfigMaps; then the initial sync (``bench.sync_pods``), the queries
 (``bench.queries``, with py-spy profiles of Q1 and Q5), authorization's cost
 (``bench.authz``: ``--authz kubernetes`` vs ``none``), the change fan-out
-(``bench.fanout``) and what ``--workers N`` costs (``bench.workers``), each measuring
+(``bench.fanout``), what ``--workers N`` costs (``bench.workers``) and the queries for
+dashboards (``bench.dashboard``), each measuring
 side by side in the same run. ``--quick`` runs everything at toy sizes, to check the machinery.
 """
 
@@ -19,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import authz, fanout, queries, sync_pods, workers
+from bench import authz, dashboard, fanout, queries, sync_pods, workers
 from bench.report import render
 from bench.seed import seed
 from control_plane.cluster import LocalCluster
@@ -68,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         print("workers ...", flush=True)
         results["workers"] = workers.run(cluster, size["pods"], size["workers_seconds"],
                                          size["workers_rate"])
+        print("queries for dashboards ...", flush=True)
+        results["dashboard"] = dashboard.run(cluster, seconds=size["query_seconds"],
+                                             rounds=size["query_rounds"])
     results["seconds"] = round(time.monotonic() - started)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render(results))

@@ -14,7 +14,7 @@ import statistics
 import time
 from pathlib import Path
 
-from bench import authz, fanout, queries, sync_pods, workers
+from bench import authz, dashboard, fanout, queries, sync_pods, workers
 
 __all__ = ["render", "targets"]
 
@@ -115,6 +115,9 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
                 rows.append((f"fan-out {scenario} ({side}): p99 ≤ {limit} ms, 0 lost",
                              f"{sse['p99_ms']:.1f} ms, {sse['lost']} lost",
                              sse["p99_ms"] <= limit and sse["lost"] == 0))
+    for name, row in results.get("dashboard", {}).get("queries", {}).items():
+        rows.append((f"dashboard {name}: ≤ 5 ms p50 once warm", f"{row['p50_ms']:.2f} ms",
+                     row["p50_ms"] <= 5))
     return rows
 
 
@@ -238,6 +241,19 @@ and watch: the design's price (`docs/workers.md`).
 """
 
 
+_DASHBOARD = """\
+## Queries for dashboards
+
+`bench/dashboard.py`, on the same {pods:,} Pods: each query for dashboards (`docs/queries.md`)
+against what a dashboard does without them — list every Pod from the API server's
+watch cache and sort, search, project or count itself. Warm: wrk, 1 connection,
+{seconds:g} s × {rounds} rounds, medians, nothing changing (the answer is kept per
+version). First answer: a fresh gateway process per query, its columns empty
+(every Pod read once). After one change: a warm gateway's first answer after one
+Pod changed, median of 10 (what a refresh under churn costs).
+"""
+
+
 def render(results: dict) -> str:
     """The whole ``docs/benchmarks.md``."""
     size = results["size"]
@@ -272,4 +288,11 @@ def render(results: dict) -> str:
         w = results["workers"]
         parts.append(_WORKERS.format(pods=w["pods"], seconds=w["seconds"], rate=w["rate"]))
         parts.append(workers.table(w) + "\n")
+    if "dashboard" in results:
+        d = results["dashboard"]
+        parts.append(_DASHBOARD.format(pods=size["pods"], seconds=d["seconds"], rounds=d["rounds"]))
+        if d.get("command"):  # measured apart from the rest, and said so
+            parts.append(f"These rows come from a run of their own, on the same machine and day: "
+                         f"`{d['command']}` (its own API server, seeded the same way).\n")
+        parts.append(dashboard.table(d) + "\n")
     return "\n".join(parts)

@@ -27,6 +27,7 @@ from starlette.responses import Response
 from app.authz import Access, Grant
 from app.bridge import run_blocking
 from app.cache import ResourceCache
+from app.dashboard import KEEP_ANSWERS_BELOW
 from app.envelope import ListBody, StoredBody, list_length, list_metadata
 from app.freshness import check_list_options, fresh_enough
 from app.request import (
@@ -43,10 +44,11 @@ from app.request import (
 from app.selection import Selection
 from app.sse import SSEEncoder
 from app.staleness import staleness_headers
-from app.status import StatusError, forbidden, method_not_allowed, not_found
+from app.status import StatusError, bad_request, forbidden, method_not_allowed, not_found
 from app.streams import open_stream
 from app.table import table_bytes
 from app.watch import WatchEncoder
+from informer_core.encoded import EncodedObject
 from informer_core.fields import FieldSelector, Term
 from informer_core.store import object_key
 
@@ -97,11 +99,11 @@ async def resource_endpoint(request: Request) -> Response:
                         resource=resource.resource, group=resource.group)
     if target.name is None:
         check_list_options(query)
-    selection = Selection(namespace, query.labels, query.fields, grant.namespaces)
+    selection = Selection(namespace, query.labels, query.fields, grant.namespaces, query.filters)
     if query.watch:
         if target.name is not None:
             selection = Selection(namespace, query.labels,
-                                  _and_name(query, target.name))
+                                  _and_name(query, target.name), filters=query.filters)
         return await _watch(request, gateway, grant, selection, query, accept)
     if accept.kind == "sse":
         return await _sse(request, gateway, grant, selection, query)
@@ -177,7 +179,8 @@ def _get(request: Request, entry: ResourceCache, target: ResourcePath, accept: A
 _CONSISTENT_TRIES = 5
 
 
-async def _select_consistent(entry: ResourceCache, selection: Selection) -> tuple[list, str]:
+async def _select_consistent(entry: ResourceCache, selection: Selection,
+                             filtered: bool = True) -> tuple[list, str]:
     """The matching objects and the version they are exactly the server's state at.
 
     Lists are selected from the indexer (its indexes make label queries fast),
@@ -194,11 +197,11 @@ async def _select_consistent(entry: ResourceCache, selection: Selection) -> tupl
     indexer = entry.indexer
     for attempt in range(_CONSISTENT_TRIES):
         objects, version = informer.read_consistently(
-            lambda: selection.select(indexer, ordered=True))
+            lambda: selection.select(indexer, ordered=True, filtered=filtered))
         if version:
             return objects, version
         await asyncio.sleep(0.002 * attempt)
-    return entry.hub.snapshot(selection), str(entry.hub.rv)
+    return entry.hub.snapshot(selection if filtered else selection.unfiltered()), str(entry.hub.rv)
 
 
 async def _list(request: Request, entry: ResourceCache, selection: Selection, query: Query,
@@ -206,16 +209,49 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
     etag = _etag(request, entry, accept, selection)
     if request.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers={"ETag": etag})
-    objects, rv = await _select_consistent(entry, selection)
+    dashboard = bool(query.view_text)
+    partition = ",".join(sorted(selection.namespaces)) if selection.namespaces is not None else ""
     fingerprint = f"{entry.resource.gvr}|{selection.namespace}|{query.label_text}|{query.field_text}"
+    if dashboard or partition:  # what else makes the answer: kept results and tokens are its
+        fingerprint += f"|{query.view_text}|{partition}"
+    answer_key = None
+    if dashboard and accept.kind == "json":
+        # a dashboard's refresh while nothing changed: the answer it got last time
+        _, version = entry.generic.informer().read_consistently(_nothing)
+        answer_key = (fingerprint, query.continue_key, query.limit, _wants_gzip(request))
+        kept = entry.views.answer(answer_key, version) if version else None
+        if kept is not None:
+            return _kept_answer(kept, etag)
+    objects, rv = await _select_consistent(entry, selection, filtered=not dashboard)
+    places = None
+    if dashboard:
+        result = await entry.views.result(objects, query, fingerprint, rv)
+        if result.summary is not None:
+            response = await _finish(request, result.summary, etag)
+            if answer_key is not None:
+                entry.views.keep_answer(answer_key, rv, response.body, response.headers)
+            return response
+        objects, places = result.objects, result.places
+    start = 0
     if query.continue_key is not None:
-        after = decode_continue(query.continue_key, fingerprint)
-        objects = objects[bisect_right([o.key for o in objects], after):]
+        after, place = decode_continue(query.continue_key, fingerprint)
+        if places is not None:
+            position = query.ordering.check_place(place)
+            if position is None:
+                raise bad_request("invalid continue token: it holds no place in this "
+                                  "sort order; start the list again without 'continue'")
+            start = query.ordering.after(places, position)
+        else:
+            start = bisect_right(objects, after, key=_key)
     token, remaining = "", None
-    if query.limit and len(objects) > query.limit:
-        remaining = len(objects) - query.limit
-        objects = objects[:query.limit]
-        token = encode_continue(objects[-1].key, fingerprint)
+    end = len(objects)
+    if query.limit and end - start > query.limit:
+        end = start + query.limit
+        remaining = len(objects) - end
+        last = end - 1
+        token = encode_continue(objects[last].key, fingerprint,
+                                places[last] if places is not None else None)
+    objects = objects[start:end] if start or end < len(objects) else objects
     if accept.kind == "table":
         body = table_bytes((o.to_dict() for o in objects), entry.printer,
                            table_version=accept.table_version, include=query.include_object,
@@ -225,11 +261,37 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
     meta = list_metadata(rv, token, remaining)
     head = (b'{"apiVersion":' + orjson.dumps(res.api_version) + b',"kind":'
             + orjson.dumps(res.list_kind) + b',"metadata":' + orjson.dumps(meta) + b',"items":[')
-    items = [o.raw for o in objects]
+    if query.fields_paths is not None:
+        items = await entry.views.project(
+            entry.views.projection(query.fields_text, query.fields_paths), objects)
+    else:
+        items = [o.raw for o in objects]
     headers = {"Cache-Control": "no-cache, private", "ETag": etag}
+    if answer_key is not None and list_length(head, items, _TAIL) <= KEEP_ANSWERS_BELOW:
+        body = head + b",".join(items) + _TAIL
+        if _wants_gzip(request) and len(body) > _GZIP_ABOVE:
+            response = await _finish(request, body, etag)
+        else:
+            response = Response(body, media_type="application/json", headers=headers)
+        entry.views.keep_answer(answer_key, rv, response.body, response.headers)
+        return response
     if list_length(head, items, _TAIL) > _GZIP_ABOVE and _wants_gzip(request):
         return ListBody(head, items, _TAIL, headers, gzip=True)
     return ListBody(head, items, _TAIL, headers)
+
+
+def _key(obj: EncodedObject) -> str:
+    return obj.key
+
+
+def _nothing() -> None:
+    return None
+
+
+def _kept_answer(kept: tuple[bytes, dict[str, str]], etag: str) -> Response:
+    body, headers = kept
+    response = Response(body, headers={**headers, "ETag": etag})
+    return response
 
 
 async def _watch(request: Request, gateway: Any, grant: Grant, selection: Selection,
@@ -242,5 +304,6 @@ async def _sse(request: Request, gateway: Any, grant: Grant, selection: Selectio
                query: Query) -> Response:
     settings = gateway.settings
     encoder = SSEEncoder(request.headers.get("last-event-id", ""), settings.sse_retry_ms,
-                         settings.heartbeat_interval)
+                         settings.heartbeat_interval,
+                         None if query.fields_paths is None else (query.fields_text, query.fields_paths))
     return await open_stream(gateway, request, grant, selection, query, encoder)

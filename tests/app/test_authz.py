@@ -198,3 +198,27 @@ def test_a_partitioned_list_stays_partitioned_while_the_denial_is_kept(fake, rev
             assert got.status_code == 403
             assert got.json()["message"].endswith('cannot list resource "pods" in API group "" '
                                                   'at the cluster scope')
+
+
+def test_kept_dashboard_answers_never_cross_partitions(fake, reviewer):
+    """Dashboard answers and results are kept per query and version: the caller's partition
+    is part of what makes them, so a caller never gets another's kept answer."""
+    fake.ensure_namespace("other")
+    if fake.get("/api/v1/namespaces/other/pods/elsewhere", ok_missing=True) is None:
+        fake.create("/api/v1/namespaces/other/pods", {"apiVersion": "v1", "kind": "Pod",
+                                                     "metadata": {"name": "elsewhere"}})
+    reviewer.tokens["t-carol"] = {"username": "carol", "groups": []}
+    reviewer.allowed.add(("carol", "*", "pods", "other"))
+    with run_gateway(fake, reviewer=reviewer, authz="kubernetes",
+                     namespace_partitioned_lists=True) as running, \
+            client(running, "t-alice") as alice, client(running, "t-carol") as carol:
+        for query in ("summary=metadata.namespace", "sortBy=metadata.name&limit=3",
+                      "fields=metadata.name", "filter=metadata.name~e"):
+            first = alice.get(f"/api/v1/pods?{query}").json()
+            second = carol.get(f"/api/v1/pods?{query}").json()
+            if "counts" in first:
+                assert set(first["counts"]["metadata.namespace"]) == {"demo-shop"}
+                assert set(second["counts"]["metadata.namespace"]) == {"other"}
+            else:
+                assert {o["metadata"]["namespace"] for o in first["items"]} == {"demo-shop"}, query
+                assert {o["metadata"]["namespace"] for o in second["items"]} == {"other"}, query

@@ -21,7 +21,8 @@ from tests.app.conftest import run_gateway
 
 _PARAMS = ["labelSelector", "fieldSelector", "limit", "continue", "resourceVersion",
            "resourceVersionMatch", "timeoutSeconds", "watch", "allowWatchBookmarks",
-           "includeObject", "labels[app]", "pretty", "sendInitialEvents"]
+           "includeObject", "labels[app]", "pretty", "sendInitialEvents",
+           "filter", "filter", "sortBy", "fields", "summary"]
 _HEADERS = [b"Accept", b"Last-Event-ID", b"If-None-Match", b"Authorization", b"Accept-Encoding",
             b"Impersonate-User", b"Impersonate-Group", b"Origin", b"Host"]
 _PATHS = ["/api/v1/pods", "/api/v1/namespaces/demo-shop/pods", "/core/v1/namespaces/demo-shop/pods",
@@ -32,6 +33,9 @@ _PATHS = ["/api/v1/pods", "/api/v1/namespaces/demo-shop/pods", "/core/v1/namespa
 _TEXT = st.one_of(
     st.sampled_from(["", "0", "1", "-1", "true", "app=web", "app in (web,api)", "!app", "a=b,c!=d",
                      "metadata.name=web-1", "status.phase!=Running", "99999999999999999999",
+                     "spec.containers.*.image~nginx", "x in (a,b", "-metadata.name,status.phase",
+                     "metadata.labels[app", "a[b]c", "status.phase<1Gi", "a.*.b", "9e999999",
+                     "2024-13-45T99:99:99Z", "1e400Ki",
                      "NotOlderThan", "Exact", "text/event-stream", "application/json;as=Table;v=v1;g=meta.k8s.io",
                      "../../etc/passwd", "%2e%2e%2f", "%00", "%ff%fe", "\u202e", "x" * 9000]),
     st.text(max_size=40),

@@ -92,7 +92,9 @@ def test_bad_queries_are_400(query):
 
 def test_continue_tokens_round_trip_and_are_bound_to_their_query():
     token = encode_continue("ns/name", "fp1")
-    assert decode_continue(token, "fp1") == "ns/name"
+    assert decode_continue(token, "fp1") == ("ns/name", None)
+    placed = encode_continue("ns/name", "fp1", ((1, 2.5), "ns", "name"))
+    assert decode_continue(placed, "fp1") == ("ns/name", [[1, 2.5], "ns", "name"])
     with pytest.raises(StatusError, match="different query"):
         decode_continue(token, "fp2")
     for garbage in ("!!!", "aGVsbG8", encode_continue("k", "fp1")[:-3]):
