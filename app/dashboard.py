@@ -37,7 +37,7 @@ from app.sorting import Ordering
 from app.summary import summary_bytes
 from informer_core.encoded import EncodedObject
 
-__all__ = ["Result", "Views"]
+__all__ = ["KEEP_ANSWERS_BELOW", "Result", "Views"]
 
 MAX_RESULTS = 32
 MAX_ANSWERS = 32
