@@ -1,0 +1,68 @@
+"""Before and after: the plain queries on two versions of the gateway, side by side in one run.
+
+    .venv/bin/python -m bench.ab BEFORE_TREE [AFTER_TREE]
+
+Each tree is a checkout of the project (``git worktree add --detach DIR COMMIT``);
+AFTER defaults to this one. Both gateways run as their own processes on one
+seeded API server (10,000 Pods), Pods pre-warmed; wrk drives Q1–Q5 at 1 and 8
+connections, interleaved, two rounds, medians. For a change that must not slow
+what it does not touch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+from pathlib import Path
+
+from bench.procs import start_gateway
+from bench.queries import QUERIES, wrk
+from bench.seed import seed
+from control_plane.cluster import LocalCluster
+from control_plane.kubeapi import KubeAPI
+
+__all__ = ["main"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.ab", description=__doc__.splitlines()[0])
+    parser.add_argument("before", type=Path)
+    parser.add_argument("after", type=Path, nargs="?", default=Path.cwd())
+    parser.add_argument("--seconds", type=float, default=5.0)
+    args = parser.parse_args()
+    here = Path.cwd()
+    with LocalCluster() as cluster, tempfile.TemporaryDirectory() as tmp:
+        seed(KubeAPI.for_cluster(cluster), pods=10_000, configmaps=0, log=lambda *a: None)
+        gateways = {}
+        for side, tree in (("before", args.before), ("after", args.after)):
+            os.chdir(tree)  # the gateway process imports the tree it starts in
+            gateways[side] = start_gateway(cluster, Path(tmp) / side, "--prewarm", "pods",
+                                           "--sync-timeout", "120")
+        os.chdir(here)
+        runs: dict = {}
+        try:
+            for r in range(2):
+                for query in QUERIES:
+                    for side, gateway in gateways.items():
+                        for conns in (1, 8):
+                            if r == 0:
+                                wrk(gateway.url + query.path, conns, 1)
+                            result = wrk(gateway.url + query.path, conns, args.seconds, "", gateway.pid)
+                            runs.setdefault((query.name, conns, side), []).append(
+                                result["requests_per_second"])
+        finally:
+            for gateway in gateways.values():
+                gateway.stop()
+    print("| query | conns | before req/s | after req/s | after ÷ before |")
+    print("|---|---:|---:|---:|---:|")
+    for query in QUERIES:
+        for conns in (1, 8):
+            before = statistics.median(runs[(query.name, conns, "before")])
+            after = statistics.median(runs[(query.name, conns, "after")])
+            print(f"| {query.name} | {conns} | {before:,.0f} | {after:,.0f} | {after / before:.2f}× |")
+
+
+if __name__ == "__main__":
+    main()
