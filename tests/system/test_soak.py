@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.soak import soak
+from bench.soak import LISTERS, soak
 from control_plane.cluster import LocalCluster
 from control_plane.errors import ClusterUnavailableError
 from control_plane.pytest_plugin import unavailable
@@ -44,5 +44,11 @@ def test_two_minutes_of_mixed_load_lose_nothing_and_leak_nothing(cluster):
     # a leak of one thread per stream or request would be hundreds by now
     assert last["threads"] <= first["threads"] + 10, "no thread growth"
     assert last["fds"] <= first["fds"] + 10, "no file descriptor growth"
-    # tasks follow the open streams (each is a task or two); beyond them, nothing grows
-    assert last["tasks"] - 2 * last["streams"] <= first["tasks"] - 2 * first["streams"] + 10
+    # tasks follow the open streams and the requests in flight, nothing else. An open stream is
+    # five tasks at most: the server's request cycle, the response body, the disconnect
+    # listener, the stall watchdog and its wait for the next event (that one comes and goes
+    # with every wakeup, so a sample finds between four and five per stream); a lister has at
+    # most one request in flight. A task left behind per request or reconnect would be
+    # thousands by now.
+    for row in rows:
+        assert row["tasks"] <= 5 * row["streams"] + LISTERS + 5, row
