@@ -143,13 +143,12 @@ class Columns:
         """How many objects a ``table`` call would have to parse (an estimate of its cost)."""
         with self._lock:
             columns = [self._columns.get(p) for p in paths]
+        if any(column is None for column in columns):
+            return len(objects)
+        kept = [column for column in columns if column.fast() is None]  # the others need no parse
         count = 0
         for obj in objects:
-            for column in columns:
-                if column is None:
-                    return len(objects)
-                if column.fast() is not None:
-                    continue
+            for column in kept:
                 hit = column.values.get(obj.key)
                 if hit is None or hit[0] != obj.resource_version:
                     count += 1

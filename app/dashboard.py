@@ -150,7 +150,7 @@ class Views:
         when many objects are not in them yet, so that ``snapshot`` is quick on the loop."""
         if not selection.filters:
             return
-        objects = hub.snapshot(selection.unfiltered())
+        objects = hub.snapshot(selection.unfiltered(), ordered=False)
         paths = [f.path for f in selection.filters]
         if len(objects) >= _INLINE_BELOW and self.columns.stale(paths, objects) >= _INLINE_BELOW // 4:
             await run_blocking(self.columns.table, paths, objects)

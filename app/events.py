@@ -463,14 +463,16 @@ class EventHub:
 
     # -- reading ------------------------------------------------------------------
 
-    def snapshot(self, selection: Selection) -> list[EncodedObject]:
-        """Return the current matching objects, in key order (consistent with ``seq``)."""
+    def snapshot(self, selection: Selection, ordered: bool = True) -> list[EncodedObject]:
+        """Return the current matching objects, in key order unless not ``ordered``
+        (consistent with ``seq``)."""
         view = self.view
         if selection.everything() and selection.namespace is None:
             objects = list(view.values())
         else:
             objects = [o for o in view.values() if selection.matches(o)]
-        objects.sort(key=lambda o: o.key)
+        if ordered:
+            objects.sort(key=lambda o: o.key)
         return objects
 
     @property

@@ -15,7 +15,9 @@ import functools
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["FieldPath", "PathError", "parse_path", "scalar_text"]
+import orjson
+
+__all__ = ["FieldPath", "PathError", "parse_path", "parse_path_list", "scalar_text"]
 
 _WILDCARD = "*"
 _MAX_SEGMENTS = 32
@@ -91,8 +93,6 @@ def scalar_text(value: Any) -> str:
         return value
     if isinstance(value, (int, float)):
         return repr(value) if isinstance(value, float) else str(value)
-    import orjson  # a structure compares as its JSON, rarely asked for
-
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
@@ -146,3 +146,25 @@ def parse_path(text: str, wildcard: bool = False) -> FieldPath:
     if len(segments) > _MAX_SEGMENTS:
         raise PathError(f"path {text[:64]!r} has more than {_MAX_SEGMENTS} segments")
     return FieldPath(text, tuple(segments))
+
+
+def parse_path_list(text: str, parameter: str, most: int,
+                    error: type[ValueError] = PathError) -> tuple[FieldPath, ...]:
+    """Parse ``PATH,PATH,...`` (no ``*``), the value of ``parameter``; repeats are dropped.
+
+    Raises:
+        error: an empty path, a bad path, more than ``most`` paths; the message names
+            ``parameter`` and quotes its value.
+    """
+    paths = []
+    for part in text.split(","):
+        part = part.strip(" ")
+        if not part:
+            raise error(f"{parameter} {text!r}: an empty path")
+        try:
+            paths.append(parse_path(part))
+        except PathError as exc:
+            raise error(f"{parameter} {text!r}: {exc}") from None
+    if len(paths) > most:
+        raise error(f"{parameter} {text!r}: at most {most} paths")
+    return tuple(dict.fromkeys(paths))

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from app.fieldpath import FieldPath, PathError, parse_path
+from app.fieldpath import FieldPath, parse_path_list
 from informer_core.encoded import EncodedObject
 
 __all__ = ["Projection", "ProjectionError", "parse_fields"]
@@ -127,15 +127,4 @@ def parse_fields(text: str) -> tuple[FieldPath, ...]:
     Raises:
         ProjectionError: an empty path, a bad path, too many paths.
     """
-    paths = []
-    for part in text.split(","):
-        part = part.strip(" ")
-        if not part:
-            raise ProjectionError(f"fields {text!r}: an empty path")
-        try:
-            paths.append(parse_path(part))
-        except PathError as exc:
-            raise ProjectionError(f"fields {text!r}: {exc}") from None
-    if len(paths) > _MAX_PATHS:
-        raise ProjectionError(f"fields {text!r}: at most {_MAX_PATHS} paths")
-    return tuple(dict.fromkeys(paths))
+    return parse_path_list(text, "fields", _MAX_PATHS, ProjectionError)

@@ -105,6 +105,12 @@ class Selection:
             return [o for o in candidates if unfiltered.matches(o)]
         return [o for o in candidates if self.matches(o)]
 
+    @property
+    def partition(self) -> str:
+        """The caller's namespaces as text (``--namespace-partitioned-lists``), "" for none:
+        part of what identifies an answer."""
+        return ",".join(sorted(self.namespaces)) if self.namespaces is not None else ""
+
     def unfiltered(self) -> Selection:
         """The same selection without its dashboard filters."""
         return Selection(self.namespace, self.labels, self.fields, self.namespaces)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import orjson
 
 from app.columns import Columns
-from app.fieldpath import FieldPath, PathError, parse_path, scalar_text
+from app.fieldpath import FieldPath, parse_path_list, scalar_text
 from informer_core.encoded import EncodedObject
 
 __all__ = ["SummaryError", "parse_summary", "summary_bytes"]
@@ -48,15 +48,4 @@ def parse_summary(text: str) -> tuple[FieldPath, ...]:
     Raises:
         SummaryError: an empty path, a bad path, too many paths.
     """
-    paths = []
-    for part in text.split(","):
-        part = part.strip(" ")
-        if not part:
-            raise SummaryError(f"summary {text!r}: an empty path")
-        try:
-            paths.append(parse_path(part))
-        except PathError as exc:
-            raise SummaryError(f"summary {text!r}: {exc}") from None
-    if len(paths) > _MAX_PATHS:
-        raise SummaryError(f"summary {text!r}: at most {_MAX_PATHS} paths")
-    return tuple(dict.fromkeys(paths))
+    return parse_path_list(text, "summary", _MAX_PATHS, SummaryError)

@@ -593,6 +593,10 @@ class SharedIndexInformer:
             return result, ""
         return result, version
 
+    def settled_version(self) -> str:
+        """The version the store is exactly at now, or "" while it is not at one."""
+        return self.read_consistently(_read_nothing)[1]
+
     def _announce_sync_once(self) -> None:
         """Tell every listener, in order with its notifications, that the initial list is in."""
         if self._sync_announced or not self.has_synced():
@@ -651,3 +655,6 @@ class SharedIndexInformer:
         """Return the number of registered handlers."""
         return self._processor.listener_count()
 
+
+def _read_nothing() -> None:
+    return None

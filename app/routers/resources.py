@@ -139,10 +139,10 @@ def _and_name(query: Query, name: str) -> FieldSelector:
 
 
 def _etag(request: Request, entry: ResourceCache, accept: Accept, selection: Selection) -> str:
-    partition = ",".join(sorted(selection.namespaces)) if selection.namespaces is not None else ""
     digest = hashlib.blake2b(
         f"{request.scope['path']}?{request.scope.get('query_string', b'').decode('latin-1')}"
-        f"|{accept.kind}{accept.table_version}|{partition}".encode(), digest_size=8).hexdigest()
+        f"|{accept.kind}{accept.table_version}|{selection.partition}".encode(),
+        digest_size=8).hexdigest()
     return f'"{entry.hub.id}-{entry.resource_version()}-{digest}"'
 
 
@@ -210,14 +210,14 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
     if request.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers={"ETag": etag})
     dashboard = bool(query.view_text)
-    partition = ",".join(sorted(selection.namespaces)) if selection.namespaces is not None else ""
+    partition = selection.partition
     fingerprint = f"{entry.resource.gvr}|{selection.namespace}|{query.label_text}|{query.field_text}"
     if dashboard or partition:  # what else makes the answer: kept results and tokens are its
         fingerprint += f"|{query.view_text}|{partition}"
     answer_key = None
     if dashboard and accept.kind == "json":
         # a dashboard's refresh while nothing changed: the answer it got last time
-        _, version = entry.generic.informer().read_consistently(_nothing)
+        version = entry.generic.informer().settled_version()
         answer_key = (fingerprint, query.continue_key, query.limit, _wants_gzip(request))
         kept = entry.views.answer(answer_key, version) if version else None
         if kept is not None:
@@ -282,10 +282,6 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
 
 def _key(obj: EncodedObject) -> str:
     return obj.key
-
-
-def _nothing() -> None:
-    return None
 
 
 def _kept_answer(kept: tuple[bytes, dict[str, str]], etag: str) -> Response:

@@ -10,6 +10,7 @@ import httpx
 import orjson
 import pytest
 
+from informer_core.store import object_key
 from tests.app.conftest import run_gateway
 from tests.helpers import wait_until
 
@@ -336,26 +337,33 @@ def test_operations_endpoints(http):
     assert 'kcg_cache_objects{resource="configmaps.v1"}' in metrics
 
 
-def test_a_list_never_holds_an_object_newer_than_its_version(monkeypatch):
-    """The indexer hears of a change a moment before the hub: a list taken in that moment
-    waits for the hub, so a watch from the list's version does not bring the change again
-    (found by the soak: twenty watchers each got one MODIFIED twice)."""
+def _late_hub(monkeypatch, *names: str):
+    """A cluster with ConfigMaps ``names`` in namespace ``late``, and every hub hearing of
+    changes 0.3 s after its indexer; returns (cluster, the collection's path)."""
     import asyncio
 
     from app.events import EventHub
     from control_plane.fake import FakeCluster
-    from informer_core.store import object_key
 
     cluster = FakeCluster()
     cluster.ensure_namespace("late")
     path = "/api/v1/namespaces/late/configmaps"
-    cluster.create(path, {"metadata": {"name": "a"}, "data": {"n": "0"}})
+    for name in names:
+        cluster.create(path, {"metadata": {"name": name}, "data": {"n": "0"}})
     original = EventHub.apply
 
-    def late(self, kind, obj, old, settled=""):  # the hub hears of changes 0.3 s after the indexer
+    def late(self, kind, obj, old, settled=""):
         asyncio.get_running_loop().call_later(0.3, original, self, kind, obj, old, settled)
 
     monkeypatch.setattr(EventHub, "apply", late)
+    return cluster, path
+
+
+def test_a_list_never_holds_an_object_newer_than_its_version(monkeypatch):
+    """The indexer hears of a change a moment before the hub: a list taken in that moment
+    waits for the hub, so a watch from the list's version does not bring the change again
+    (found by the soak: twenty watchers each got one MODIFIED twice)."""
+    cluster, path = _late_hub(monkeypatch, "a")
     with run_gateway(cluster) as gw:
         assert httpx.get(gw.url + path).status_code == 200
         changed = cluster.patch(f"{path}/a", {"data": {"n": "1"}})
@@ -376,23 +384,7 @@ def test_a_list_never_lacks_an_object_deleted_after_its_version(monkeypatch):
     heard of. A list then lacks the object; stamped with the hub's older version, a watch
     from it would bring the deletion of an object the client never had (found by the soak:
     four watchers, 'DELETED o072 of nothing'). The list carries the indexer's own version."""
-    import asyncio
-
-    from app.events import EventHub
-    from control_plane.fake import FakeCluster
-    from informer_core.store import object_key
-
-    cluster = FakeCluster()
-    cluster.ensure_namespace("late")
-    path = "/api/v1/namespaces/late/configmaps"
-    for name in ("a", "b"):
-        cluster.create(path, {"metadata": {"name": name}, "data": {"n": "0"}})
-    original = EventHub.apply
-
-    def late(self, kind, obj, old, settled=""):  # the hub hears of changes 0.3 s after the indexer
-        asyncio.get_running_loop().call_later(0.3, original, self, kind, obj, old, settled)
-
-    monkeypatch.setattr(EventHub, "apply", late)
+    cluster, path = _late_hub(monkeypatch, "a", "b")
     with run_gateway(cluster) as gw:
         assert httpx.get(gw.url + path).status_code == 200
         entry = next(iter(gw.gateway.cache.entries().values()))

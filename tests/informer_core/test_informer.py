@@ -379,3 +379,4 @@ def test_a_consistent_read_is_the_servers_state_at_the_version_it_returns(run_in
     assert len(placed) > 10, "most reads find the store at a version"
     assert [v for c, v in placed if c != state_at(fake, int(v))] == []
     assert placed[-1][1] == str(fake.rv)
+    assert informer.settled_version() == str(fake.rv), "at rest, the version is there to read"
