@@ -3,7 +3,7 @@
 No module-level app or settings: tests build as many apps as they like, each
 with its own factory (a real one against the test cluster, or one over a fake
 lister-watcher). Resource paths go straight to the resource endpoint
-(``app.asgi``); the FastAPI app serves operations and discovery, and sends any
+(``app.http.asgi``); the FastAPI app serves operations and discovery, and sends any
 other path to the resource endpoint too (``/api/...`` and ``/apis/...`` paths
 are Kubernetes paths; any other first segment is the short form).
 """
@@ -21,18 +21,18 @@ from prometheus_client import generate_latest
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app.asgi import GatewayApp
-from app.authz import Authorization, ResourcePolicy
-from app.cache import GatewayCache
-from app.delegated import DelegatedAuth
-from app.limits import StreamLimiter
-from app.metrics import Metrics
-from app.peers import Peers, merge_expositions
-from app.reviews import ApiReviewer, Reviewer
-from app.routers import discovery, ops, ui
-from app.routers.resources import resource_endpoint
+from app.http.asgi import GatewayApp
+from app.auth.authorization import Authorization, ResourcePolicy
+from app.cache.resources import GatewayCache
+from app.auth.delegated import DelegatedAuth
+from app.http.limits import StreamLimiter
+from app.http.metrics import Metrics
+from app.process.peers import Peers, merge_expositions
+from app.auth.reviews import ApiReviewer, Reviewer
+from app.http import discovery, ops, ui
+from app.http.resources import resource_endpoint
 from app.settings import Settings, is_loopback
-from app.status import StatusError, status_response
+from app.kube.status import StatusError, status_response
 from informer_core.discovery import GroupVersionResource
 from informer_core.factory import SharedInformerFactory
 from informer_core.pages import metadata_transform
@@ -60,7 +60,7 @@ class Gateway:
                  reviewer: Reviewer | None = None, worker: Any = None) -> None:
         self.settings = settings
         self.cache = GatewayCache(settings, factory)
-        self.worker = worker  # app.workers.WorkerInfo when one of several processes
+        self.worker = worker  # app.process.supervisor.WorkerInfo when one of several processes
         self.peers: Peers | None = None
         if worker is not None:
             self.peers = Peers(worker.index, worker.count, worker.peer_dir,
@@ -158,7 +158,7 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
             (or the default kube configuration) if ``None``.
         reviewer: who answers token and access reviews with ``--authz
             kubernetes`` (default: the API server the factory reads from).
-        worker: the ``app.workers.WorkerInfo`` of a worker process (one of several).
+        worker: the ``app.process.supervisor.WorkerInfo`` of a worker process (one of several).
     """
     settings = settings or Settings()
     factory = factory or build_factory(settings, api_client)
@@ -178,7 +178,7 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
     app.include_router(ops.router)
     app.include_router(discovery.router)
     app.include_router(ui.router)
-    # Resource paths are answered before FastAPI (app.asgi); this catches the rest.
+    # Resource paths are answered before FastAPI (app.http.asgi); this catches the rest.
     app.router.routes.append(Route("/{path:path}", resource_endpoint, methods=_ALL_METHODS))
     app.add_exception_handler(StatusError, _status_error)
     app.add_exception_handler(Exception, _internal_error)

@@ -9,8 +9,11 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from typing import Any
+
+from app.process.cpus import worker_count
 
 __all__ = ["Settings", "add_arguments", "is_loopback", "settings_from_args"]
 
@@ -47,7 +50,7 @@ class Settings:
     # Where we listen.
     host: str = "127.0.0.1"
     port: int = 8080
-    workers: str = "1"
+    workers: int = 1  # --workers auto is resolved when parsed: the CPUs the process may use
     tls_cert_file: str = ""
     tls_private_key_file: str = ""
     # What we cache.
@@ -85,7 +88,6 @@ class Settings:
     log_json: bool = False
     max_query_length: int = 8_192
     max_header_bytes: int = 1_048_576
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 _HELP = {
@@ -154,6 +156,17 @@ _HELP = {
 }
 
 
+def _workers(text: str) -> int:
+    try:
+        return worker_count(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+# Settings whose text is not simply their type's: ``--workers auto`` is a number of CPUs.
+_PARSERS: dict[str, Callable[[str], Any]] = {"workers": _workers}
+
+
 def _env_name(name: str) -> str:
     return "KCG_" + name.upper()
 
@@ -171,8 +184,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add one flag per setting; defaults come from ``KCG_*`` variables, else ``Settings``."""
     defaults = Settings()
     for f in fields(Settings):
-        if f.name == "extra":
-            continue
         flag = "--" + f.name.replace("_", "-")
         default = getattr(defaults, f.name)
         env = os.environ.get(_env_name(f.name))
@@ -186,7 +197,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(flag, type=_split, default=value, metavar="LIST",
                                 help=help_text + f" (default: {','.join(default) or 'none'})")
         else:
-            kind = type(default)
+            kind = _PARSERS.get(f.name, type(default))
             value = kind(env) if env is not None else default
             parser.add_argument(flag, type=kind, default=value,
                                 help=help_text + f" (default: {default!r})")
@@ -198,14 +209,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     Raises:
         ValueError: a value is out of range.
     """
-    values = {f.name: getattr(args, f.name) for f in fields(Settings)
-              if f.name != "extra" and hasattr(args, f.name)}
+    values = {f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)}
     settings = Settings(**values)
     if not 0 < settings.port < 65536:
         raise ValueError(f"--port must be 1-65535, not {settings.port}")
-    from app.workers import worker_count
-
-    worker_count(settings.workers)  # raises ValueError on anything but a number or auto
+    if settings.workers < 1:
+        raise ValueError(f"--workers must be a positive number or auto, not {settings.workers}")
     for name in ("sync_timeout", "event_ring_size", "subscriber_queue", "page_size",
                  "max_streams", "max_streams_per_client", "heartbeat_interval",
                  "bookmark_interval", "stall_timeout", "max_header_bytes"):

@@ -100,7 +100,7 @@ def start_gateway(cluster: LocalCluster, workdir: Path, *args: str, tls: bool = 
     """
     kubeconfig = cluster.write_kubeconfig(workdir / "kubeconfig", cluster.admin)
     port = free_port()
-    command = [sys.executable, "-m", "app.cli", "serve", "--kubeconfig", str(kubeconfig),
+    command = [sys.executable, "-m", "app.process.cli", "serve", "--kubeconfig", str(kubeconfig),
                "--port", str(port), "--log-level", "warning", *args]
     verify: ssl.SSLContext | bool = True
     scheme = "http"

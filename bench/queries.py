@@ -318,7 +318,7 @@ def summarize_folded(text: str, top: int = 12) -> dict:
     # The trunk every sample passes through (the event loop, the CLI) says nothing.
     branches = {name: n for name, n in inclusive.items()
                 if n < 0.97 * total and name.split(" (")[0] not in _TRUNK
-                and "app/cli.py" not in name}
+                and "app/process/cli.py" not in name}
     return {"samples": total, "own": share(own), "inclusive": share(branches)}
 
 

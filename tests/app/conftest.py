@@ -21,8 +21,8 @@ import pytest
 import uvicorn
 
 from app.bridge import call_on_loop
-from app.demo import seed_workload
-from app.limits import guarded_protocol
+from app.process.demo import seed_workload
+from app.http.limits import guarded_protocol
 from app.main import build_factory, create_app
 from app.settings import Settings
 from control_plane.cluster import free_port

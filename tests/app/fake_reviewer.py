@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from app.reviews import ReviewError
+from app.auth.reviews import ReviewError
 
 
 class TableReviewer:

@@ -117,7 +117,7 @@ def dockerignore_rules() -> list[str]:
 @pytest.mark.parametrize("path, sent", [
     ("pyproject.toml", True), ("app/main.py", True), ("informer_core/store.py", True),
     ("control_plane/cluster.py", True), ("README.md", True),
-    ("tests/app/test_authz.py", False), (".venv/bin/python", False), (".git/HEAD", False),
+    ("tests/app/auth/test_authorization.py", False), (".venv/bin/python", False), (".git/HEAD", False),
     ("docs/benchmarks.json", False), ("helm/kube-cache-gateway/values.yaml", False),
     ("app/__pycache__/main.cpython-311.pyc", False),
 ])

@@ -26,7 +26,7 @@ from control_plane.faults import FaultProxy
 from control_plane.kubeapi import KubeAPI
 from control_plane.pytest_plugin import unavailable
 from tests.app.conftest import run_gateway, wait_until
-from tests.app.test_watch import ResumingWatcher
+from tests.app.streams.test_watch import ResumingWatcher
 from tests.deploy.test_scale_out import EventSourceView
 
 pytestmark = pytest.mark.cluster

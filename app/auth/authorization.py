@@ -1,0 +1,303 @@
+"""The one authorization point every request and every stream passes.
+
+``Authorization`` decides, in this order, for every request:
+
+1. who is asking (``authenticate``): nobody in particular with ``--authz
+   none``; with ``--authz kubernetes`` the bearer token's owner, maybe
+   impersonating someone (``app.auth.delegated``) — 401 before anything else, as
+   the API server answers;
+2. for a resource path, the ``ResourcePolicy`` (allow and deny lists;
+   ``secrets`` denied by default), then the caller's own rights for the
+   ``Access`` (``authorize``), before any informer is touched, so a denied
+   resource never gets one; for any other path but the open probes, ``get``
+   on the path (``authorize_path``: discovery, ``/version``, ``/metrics``);
+3. for a stream, again whenever the decision it was opened with expires
+   (``reauthorize``).
+
+With ``--namespace-partitioned-lists``, a cluster-wide list or watch that the
+caller may not make is not refused at once: the caller's partition — the
+namespaces in which they may make it, each decided by its own review, never
+by reading RoleBindings here — is served instead (403 if there is none). The
+partition is kept per user and access while the set of namespaces is the
+same; a stream whose partition changes ends with 410, so its client lists
+again and gets the new one.
+
+Every allowed access is a ``Grant`` that says until when it holds. What was
+decided is left in the request's scope for the access log.
+
+Discovery is not authorization: discovery documents list denied resources too,
+as the API server lists resources a caller cannot read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any, NamedTuple
+
+from app.auth.decisions import DecisionCache
+from app.auth.delegated import Attributes, DelegatedAuth, Identity
+from app.auth.identity import Credentials, credentials_from_scope
+from app.auth.reviews import ReviewError
+from app.kube.status import StatusError, forbidden
+from informer_core.discovery import APIResource
+
+__all__ = ["ACCESS", "DENIED", "IDENTITY", "Access", "Authorization", "Grant", "ResourcePolicy",
+           "attributes"]
+
+# The scope keys where a request's decisions are left (read by the access log).
+IDENTITY = "kcg.identity"
+CREDENTIALS = "kcg.credentials"
+ACCESS = "kcg.access"
+DENIED = "kcg.denied"
+
+
+class Access(NamedTuple):
+    """What a request wants: a verb on a resource, maybe in a namespace, maybe one object."""
+
+    verb: str  # get, list or watch
+    resource: APIResource
+    namespace: str | None = None
+    name: str | None = None
+
+    def describe(self) -> str:
+        what = self.resource.resource + (f".{self.resource.group}" if self.resource.group else "")
+        where = f' in the namespace "{self.namespace}"' if self.namespace else ""
+        return f"{self.verb} {what}{where}"
+
+
+def _matches(entry: str, resource: APIResource) -> bool:
+    """``*``; ``name`` (any group); ``name.group``; ``name.version.group``."""
+    if entry == "*":
+        return True
+    name, _, rest = entry.partition(".")
+    if name not in (resource.resource, resource.singular) and name not in resource.short_names:
+        return False
+    if not rest:
+        return True
+    if rest == resource.group:
+        return True
+    return rest == f"{resource.version}.{resource.group}" if resource.group else rest == resource.version
+
+
+class ResourcePolicy:
+    """Allow and deny lists of resources, written as kubectl writes them.
+
+    An empty allow list allows everything not denied; deny wins over allow.
+    """
+
+    def __init__(self, allow: tuple[str, ...] = (), deny: tuple[str, ...] = ("secrets",)) -> None:
+        self.allow = tuple(e.strip() for e in allow if e.strip())
+        self.deny = tuple(e.strip() for e in deny if e.strip())
+        self._decided: dict[tuple[str, str, str, str, tuple[str, ...]], bool] = {}
+
+    def permits(self, resource: APIResource) -> bool:
+        # The lists are fixed for the process: decide once per resource.
+        key = (resource.group, resource.version, resource.resource, resource.singular,
+               resource.short_names)
+        decided = self._decided.get(key)
+        if decided is None:
+            decided = self._decided[key] = self._decide(resource)
+        return decided
+
+    def _decide(self, resource: APIResource) -> bool:
+        if any(_matches(e, resource) for e in self.deny):
+            return False
+        return not self.allow or any(_matches(e, resource) for e in self.allow)
+
+    def check(self, access: Access) -> None:
+        """Raise a 403 ``StatusError`` unless the policy lets ``access.resource`` be served."""
+        if not self.permits(access.resource):
+            res = access.resource
+            raise forbidden(
+                f"{res.resource}{'.' + res.group if res.group else ''} is not served by this "
+                f"gateway: the resource policy denies it (see --allow and --deny)",
+                resource=res.resource, name=access.name or "", group=res.group)
+
+
+class Grant(NamedTuple):
+    """An allowed access: what, by whom, and until when the decision holds."""
+
+    access: Access
+    identity: Identity | None = None  # None: callers are not authenticated (--authz none)
+    credentials: Credentials | None = None
+    expires: float = math.inf  # monotonic; a stream re-checks at this time
+    namespaces: frozenset[str] | None = None  # a partition: only these namespaces' objects
+
+
+def attributes(access: Access) -> Attributes:
+    """The ``SubjectAccessReview`` attributes the API server would build for ``access``."""
+    res = access.resource
+    return Attributes(access.verb, res.resource, res.group, res.version,
+                      access.namespace or "", access.name or "")
+
+
+# (version, names) of the cluster's namespaces, from the gateway's own cache.
+NamespaceSource = Callable[[], Awaitable[tuple[int, list[str]]]]
+_PARTITION_REVIEWS = 16  # concurrent reviews while a partition is computed
+
+
+class Authorization:
+    """The policy, then (with ``--authz kubernetes``) the caller's rights. The single point."""
+
+    def __init__(self, policy: ResourcePolicy, delegated: DelegatedAuth | None = None,
+                 namespaces: NamespaceSource | None = None) -> None:
+        self.policy = policy
+        self.delegated = delegated
+        self._namespaces = namespaces  # set: cluster-wide lists are partitioned
+        self.partitions: DecisionCache[frozenset[str]] = DecisionCache(
+            delegated.accesses.max_entries if delegated else 1)
+
+    @property
+    def authenticates(self) -> bool:
+        """Whether callers are authenticated (``--authz kubernetes``)."""
+        return self.delegated is not None
+
+    def identify(self, scope: dict) -> Identity | None:
+        """Who asks, from the caches alone (kept in the scope); ``None`` when a review is due.
+
+        The hot path: a caller whose token review is kept is known without a
+        coroutine. Without authentication (``--authz none``) nobody is known.
+
+        Raises:
+            StatusError: 400 for malformed impersonation, 401 for no token or
+                one whose rejection is kept.
+        """
+        identity = scope.get(IDENTITY)
+        if identity is None and self.delegated is not None:
+            credentials = scope.get(CREDENTIALS)
+            if credentials is None:
+                credentials = scope[CREDENTIALS] = credentials_from_scope(scope)
+            identity = self.delegated.cached_identity(credentials)
+            if identity is not None:
+                scope[IDENTITY] = identity
+        return identity
+
+    async def authenticate(self, scope: dict) -> Identity | None:
+        """Who asks (cached in the scope); ``None`` when callers are not authenticated.
+
+        Raises:
+            StatusError: 400 for malformed impersonation, 401, 403 for a refused
+                impersonation, 503 when the API server cannot be asked.
+        """
+        if self.delegated is None:
+            return None
+        identity = self.identify(scope)
+        if identity is None:
+            identity = scope[IDENTITY] = await self.delegated.authenticate(scope[CREDENTIALS])
+        return identity
+
+    def granted(self, scope: dict | None, access: Access) -> Grant | None:
+        """``authorize`` from the caches alone: the grant, or ``None`` when a review is due.
+
+        Raises:
+            StatusError: 403 (the policy's, or a kept denial that no partition
+                may turn into an answer), 401 as ``identify``.
+        """
+        if scope is not None:
+            scope[ACCESS] = access
+        try:
+            self.policy.check(access)
+            delegated = self.delegated
+            if delegated is None:
+                return Grant(access)
+            identity = self.identify(scope)
+            if identity is None:
+                return None
+            try:
+                until = delegated.cached_check(identity.user, attributes(access))
+            except StatusError as denied:  # a kept denial; maybe a partition instead
+                if not self._partitionable(access, denied):
+                    raise
+                return None
+            if until is None:
+                return None
+            return Grant(access, identity, scope[CREDENTIALS], min(until, identity.expires))
+        except Exception as exc:
+            if scope is not None:
+                scope[DENIED] = exc
+            raise
+
+    async def authorize(self, request: Any, access: Access) -> Grant:
+        """Allow ``access`` (returning its ``Grant``) or raise a 403 ``StatusError``.
+
+        ``request`` is the request or its scope (``None`` without authentication).
+        """
+        scope = getattr(request, "scope", request)
+        grant = self.granted(scope, access)
+        if grant is not None:  # the common case: nothing to await
+            return grant
+        try:
+            identity = await self.authenticate(scope)
+            return await self._decide(identity, scope[CREDENTIALS], access)
+        except Exception as exc:
+            scope[DENIED] = exc
+            raise
+
+    async def _decide(self, identity: Identity, credentials: Credentials, access: Access) -> Grant:
+        assert self.delegated is not None
+        try:
+            until = await self.delegated.check(identity.user, attributes(access))
+        except StatusError as denied:
+            if not self._partitionable(access, denied):
+                raise
+            until, namespaces = await self._partition(identity, access)
+            if not namespaces:
+                raise
+            return Grant(access, identity, credentials, min(until, identity.expires), namespaces)
+        return Grant(access, identity, credentials, min(until, identity.expires))
+
+    def _partitionable(self, access: Access, denied: StatusError) -> bool:
+        return (self._namespaces is not None and denied.code == 403
+                and not isinstance(denied, ReviewError) and access.namespace is None
+                and access.resource.namespaced and access.verb in ("list", "watch"))
+
+    async def _partition(self, identity: Identity, access: Access) -> tuple[float, frozenset[str]]:
+        """(until when, the namespaces where the caller may make ``access``)."""
+        assert self.delegated is not None and self._namespaces is not None
+        delegated = self.delegated
+        version, names = await self._namespaces()
+        attrs = attributes(access)
+        gate = asyncio.Semaphore(_PARTITION_REVIEWS)
+
+        async def allowed(namespace: str) -> bool:
+            async with gate:
+                return await delegated.allowed(identity.user, attrs._replace(namespace=namespace))
+
+        async def compute() -> tuple[frozenset[str], float]:
+            answers = await asyncio.gather(*(allowed(ns) for ns in names))
+            # the shorter time to live: a denial in the set may turn into an allowance
+            return (frozenset(ns for ns, ok in zip(names, answers) if ok),
+                    min(delegated.allow_ttl, delegated.deny_ttl))
+
+        expires, namespaces, _ = await self.partitions.get((identity.user, attrs, version), compute)
+        return expires, namespaces
+
+    async def authorize_path(self, scope: dict, path: str) -> None:
+        """Allow ``get`` on a non-resource ``path`` for the caller, or raise 401/403."""
+        if self.delegated is None:
+            return
+        try:
+            identity = await self.authenticate(scope)
+            await self.delegated.check(identity.user, Attributes("get", path=path))
+        except Exception as exc:
+            scope[DENIED] = exc
+            raise
+
+    async def reauthorize(self, grant: Grant) -> Grant:
+        """The same access checked again (a stream's decision expired): a new grant, or 401/403.
+
+        Raises:
+            StatusError: 401 or 403 when the right is gone; 410 when the caller's
+                partition changed (list again to get the new one); 503 when the
+                API server cannot be asked.
+        """
+        if self.delegated is None or grant.credentials is None:
+            return grant
+        identity = await self.delegated.authenticate(grant.credentials)
+        renewed = await self._decide(identity, grant.credentials, grant.access)
+        if renewed.namespaces != grant.namespaces:
+            raise StatusError(410, "the namespaces this stream may read have changed; list "
+                                   "again to read the new ones", "Expired")
+        return renewed

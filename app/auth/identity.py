@@ -1,0 +1,145 @@
+"""Who is asking: the caller's credentials as sent, and the user they stand for.
+
+``Credentials`` is what a request carries — a bearer token and, maybe,
+impersonation headers — read from the ASGI scope in one pass over its
+headers. ``UserInfo`` is who the cluster says that is (a ``TokenReview``'s
+answer, or the identity an allowed impersonation asks for), shaped as a
+``SubjectAccessReview`` wants it.
+
+Impersonation follows the API server's rules: ``Impersonate-User`` is required
+whenever any other ``Impersonate-*`` header is given; a user named
+``system:serviceaccount:NS:NAME`` is a ServiceAccount (checked as the
+``serviceaccounts`` resource, and given the ServiceAccount groups when no group
+is asked for); ``Impersonate-Extra-KEY`` keys are percent-decoded and lower
+case; and every impersonated user but ``system:anonymous`` is in
+``system:authenticated`` unless ``system:authenticated`` or
+``system:unauthenticated`` was asked for.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import NamedTuple
+
+from app.kube.status import bad_request
+
+__all__ = ["ANONYMOUS", "Credentials", "Impersonation", "UserInfo", "credentials_from_scope",
+           "impersonated_user"]
+
+_SA_PREFIX = "system:serviceaccount:"
+_AUTHENTICATED = "system:authenticated"
+_UNAUTHENTICATED = "system:unauthenticated"
+_ANONYMOUS_NAME = "system:anonymous"
+
+
+class UserInfo(NamedTuple):
+    """A user as the cluster knows it: name, uid, groups and extra attributes.
+
+    A named tuple, not a dataclass: it is hashed on every request (a key of the
+    access cache), and a tuple's hash is computed in C.
+    """
+
+    name: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()  # sorted by key
+
+    @classmethod
+    def from_review(cls, user: dict) -> UserInfo:
+        """The ``user`` of a ``TokenReview``'s status."""
+        extra = user.get("extra") or {}
+        return cls(str(user.get("username") or ""), str(user.get("uid") or ""),
+                   tuple(str(g) for g in user.get("groups") or ()),
+                   tuple(sorted((str(k), tuple(str(v) for v in vs or ()))
+                                for k, vs in extra.items())))
+
+    def review_spec(self) -> dict:
+        """The user part of a ``SubjectAccessReview`` spec."""
+        spec: dict = {"user": self.name, "groups": list(self.groups)}
+        if self.uid:
+            spec["uid"] = self.uid
+        if self.extra:
+            spec["extra"] = {k: list(v) for k, v in self.extra}
+        return spec
+
+
+ANONYMOUS = UserInfo(_ANONYMOUS_NAME, groups=(_UNAUTHENTICATED,))
+
+
+class Impersonation(NamedTuple):
+    """What the ``Impersonate-*`` headers ask for."""
+
+    user: str
+    groups: tuple[str, ...] = ()
+    uid: str = ""
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+class Credentials(NamedTuple):
+    """What a request presents: a bearer token (or none) and maybe an impersonation."""
+
+    token: str | None
+    impersonation: Impersonation | None = None
+
+
+def credentials_from_scope(scope: dict) -> Credentials:
+    """Read the bearer token and the ``Impersonate-*`` headers.
+
+    Raises:
+        StatusError: 400 for impersonation headers without ``Impersonate-User``.
+    """
+    token = None
+    impersonating = False
+    for name, value in scope["headers"]:  # one pass; names are lower case in ASGI
+        if name == b"authorization":
+            if value[:7].lower() == b"bearer ":
+                token = value[7:].strip().decode("latin-1") or None
+        elif name[:12] == b"impersonate-":
+            impersonating = True
+    if not impersonating:
+        return Credentials(token)
+    return Credentials(token, _impersonation(scope["headers"]))
+
+
+def _impersonation(headers: list[tuple[bytes, bytes]]) -> Impersonation:
+    user = None
+    groups: list[str] = []
+    uid = ""
+    extra: dict[str, list[str]] = {}
+    others: list[str] = []
+    for name, value in headers:
+        if name[:12] != b"impersonate-":
+            continue
+        text = value.decode("latin-1")
+        header = name.decode("latin-1")
+        if header == "impersonate-user":
+            user = text
+        elif header == "impersonate-group":
+            groups.append(text)
+            others.append("Impersonate-Group")
+        elif header == "impersonate-uid":
+            uid = text
+            others.append("Impersonate-Uid")
+        elif header.startswith("impersonate-extra-"):
+            key = urllib.parse.unquote(header[len("impersonate-extra-"):]).lower()
+            extra.setdefault(key, []).append(text)
+            others.append(f"Impersonate-Extra-{key}")
+    if user is None:
+        raise bad_request(f"requested {', '.join(sorted(set(others)))} without impersonating "
+                          f"a user: give Impersonate-User too")
+    return Impersonation(user, tuple(groups), uid,
+                         tuple(sorted((k, tuple(v)) for k, v in extra.items())))
+
+
+def impersonated_user(imp: Impersonation) -> UserInfo:
+    """The identity an allowed impersonation gives, as the API server builds it."""
+    groups = list(imp.groups)
+    if imp.user.startswith(_SA_PREFIX) and not groups:
+        namespace = imp.user[len(_SA_PREFIX):].partition(":")[0]
+        groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"]
+    if imp.user == _ANONYMOUS_NAME:
+        if _UNAUTHENTICATED not in groups:
+            groups.append(_UNAUTHENTICATED)
+    elif _AUTHENTICATED not in groups and _UNAUTHENTICATED not in groups:
+        groups.append(_AUTHENTICATED)
+    return UserInfo(imp.user, imp.uid, tuple(groups), imp.extra)

@@ -1,0 +1,567 @@
+"""Change events of one resource: a consistent view, a bounded ring, and fan-out.
+
+One ``EventHub`` per resource lives on the event loop. The informer's single
+``HubHandler`` (see ``app.bridge``) feeds it; the hub keeps:
+
+- ``view``: key -> object, exactly the state after the last event in the ring,
+  so a snapshot and a ring position are always consistent (no lock: the loop
+  is the only writer and reader);
+- ``ring``: the last N events, each encoded once per wire format and shared by
+  every subscriber, for resuming by id (SSE) or resourceVersion (watch);
+- ``subscribers``: each with its selection and a bounded queue; per-subscriber
+  work is the selector match only.
+
+Resource versions. Watch events normally arrive in increasing resourceVersion
+order, and an event's ``rv`` is its object's. Events found by a relist carry
+old versions (a tombstone's is its last known state's), and a burst may come
+grouped by object: such an event goes out on the watch stamped with the hub's
+current ``rv``, so versions on the wire only increase.
+
+Consistent points. The view is exactly the server's state at some version only
+at moments the informer says so (``settled``: its queue was empty; see
+``informer_core.informer``). The hub keeps those points — ``(lo, hi, seq)``:
+after event ``seq`` the view was the server's state at every version from
+``lo`` to ``hi`` — for as far back as the ring reaches. A stream resumes from a
+version exactly where such a point covers it, and nowhere else (a watch gets
+410, an event stream ``RESET``): whatever process or replica gave the client
+that version, resourceVersions are etcd's, so the events after it are the same
+changes. An event that left the view at a point carries the point's version as
+its SSE id (portable); any other event an id of this hub's own (``<hub>.<seq>``,
+exact here only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from app.query.projection import Projection
+from app.query.selection import Selection
+from informer_core.encoded import EncodedObject
+from informer_core.tombstone import DeletedFinalStateUnknown
+
+__all__ = ["Event", "EventHub", "Subscriber", "parse_rv"]
+
+
+HOLD_INEXACT = 0.05  # seconds an event not at a point waits for the rest of its burst
+
+_NAMES = {"ADDED": b"ADDED", "MODIFIED": b"MODIFIED", "DELETED": b"DELETED",
+          "DELETED_OLD": b"DELETED"}
+_WATCH_PREFIX = {name: b'{"type":"' + name + b'","object":' for name in set(_NAMES.values())}
+
+
+def parse_rv(text: str) -> int:
+    """Return a resourceVersion as an integer (etcd's are); 0 if it is not one."""
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        return 0
+    return value if value >= 0 else 0
+
+
+class Event:
+    """One change, as the hub saw it; immutable once published."""
+
+    __slots__ = ("seq", "type", "obj", "old", "rv", "own", "hub_id", "exact", "_frames",
+                 "_decoded")
+
+    def __init__(self, seq: int, type_: str, obj: EncodedObject, old: EncodedObject | None,
+                 rv: int, hub_id: str, own: int | None = None) -> None:
+        self.seq = seq
+        self.type = type_  # ADDED, MODIFIED or DELETED
+        self.obj = obj
+        self.old = old
+        self.rv = rv  # the version it stands at on the watch
+        # the version of the change itself (0: unknown — a relist's tombstone)
+        self.own = parse_rv(obj.resource_version) if own is None else own
+        self.hub_id = hub_id
+        self.exact = 0  # the version the view was exactly at right after this event (0: none)
+        self._frames: dict[str, bytes] = {}
+        self._decoded: dict[str, dict] = {}
+
+    @property
+    def id(self) -> str:
+        """The SSE id: the version of the point this event left the view at (resumable on any
+        process), else ``<hub>.<seq>`` (resumable on this hub only)."""
+        return str(self.exact) if self.exact else f"{self.hub_id}.{self.seq}"
+
+    def decoded(self, which: str = "new") -> dict[str, Any]:
+        """The object (``new``) or its previous state (``old``) as a dict, decoded once."""
+        found = self._decoded.get(which)
+        if found is None:
+            source = self.obj if which == "new" else self.old
+            found = self._decoded[which] = source.to_dict() if source is not None else {}
+        return found
+
+    @property
+    def restamped(self) -> bool:
+        """Whether the event stands at a version other than its object's own (a relist's
+        event, found behind newer ones, or a tombstone): see ``object_bytes``."""
+        return self.rv != parse_rv(self.obj.resource_version)  # (a tombstone's own is unknown)
+
+    def object_bytes(self, kind: str, fmt: str = "sse") -> bytes:
+        """The object as sent for ``kind`` in ``fmt``.
+
+        ``DELETED_OLD`` is the old state at the new version. On the watch
+        protocol an object always carries its event's version: a client resumes
+        from the last object's ``metadata.resourceVersion`` (client-go does), so
+        a relist's event, whose object is older than events already sent, goes
+        out stamped with the event's version — versions on the wire only
+        increase, and a resume from one gets exactly the rest or a 410. SSE,
+        resumed by its exact ids, sends objects as they are.
+        """
+        stamp = fmt == "watch" and self.restamped
+        if kind != "DELETED_OLD" and not stamp:
+            return self.obj.raw
+        key = f"{kind}|{fmt}" if stamp else kind
+        cached = self._frames.get(key)
+        if cached is None:
+            source = dict(self.decoded("old" if kind == "DELETED_OLD" else "new"))
+            meta = dict(source.get("metadata") or {})
+            meta["resourceVersion"] = str(self.rv) if stamp else self.obj.resource_version
+            source["metadata"] = meta
+            cached = self._frames[key] = orjson.dumps(source)
+        return cached
+
+    def frame_parts(self, kind: str, fmt: str,
+                    projection: Projection | None = None) -> tuple[bytes, bytes, bytes]:
+        """Return the event in a wire format (``watch`` or ``sse``) as (prefix, object, suffix).
+
+        The object bytes are the cached ones, shared by every subscriber; a
+        writer joins the parts of a whole batch into one buffer. With a
+        projection (``fields=``) the projected bytes are made once per
+        projection and shared the same way.
+        """
+        name = _NAMES[kind]
+        raw = self.object_bytes(kind, fmt)
+        if projection is not None:
+            key = f"{kind}|{fmt}|fields={projection.text}"
+            projected = self._frames.get(key)
+            if projected is None:
+                projected = self._frames[key] = projection.raw_of(raw)
+            raw = projected
+        if fmt == "watch":
+            return _WATCH_PREFIX[name], raw, b"}\n"
+        return (b"id: " + self.id.encode() + b"\nevent: " + name + b"\ndata: ", raw, b"\n\n")
+
+    def release(self) -> None:
+        """Drop decoded copies once fan-out is done (the ring keeps only bytes)."""
+        self._decoded.clear()
+
+
+class Subscriber:
+    """One stream's selection and bounded queue; lives on the loop."""
+
+    def __init__(self, selection: Selection, max_queue: int, client: str = "") -> None:
+        self.selection = selection
+        self.client = client
+        self._max = max_queue
+        self._queue: deque[tuple[Event, str]] = deque()
+        self._wakeup = asyncio.Event()
+        self.overflowed = False
+        self.fell_behind = asyncio.Event()  # set with overflowed: the stall watch starts
+        self.closed = False
+        self.why = ""  # why it was closed: "unloaded" or "gone"
+        self.after_seq = 0  # events up to this one came with the first state or replay
+        # resumed from a version this process had not reached: the changes up to it are the
+        # client's already (see EventHub.ahead_of); 0 once the view has passed it
+        self.since = 0
+
+    def transition(self, event: Event) -> str | None:
+        """Return what ``event`` means to this subscriber, as the apiserver's watch cache.
+
+        ``MODIFIED`` that makes the object stop matching is ``DELETED_OLD`` (its
+        last matching state at the new version); one that makes it start
+        matching is ``ADDED``; changes to objects that never matched are dropped.
+        """
+        sel = self.selection
+        if sel.everything() and sel.namespace is None:
+            return event.type
+        new_match = sel.matches(event.obj, lambda: event.decoded("new"))
+        if event.type != "MODIFIED":
+            return event.type if new_match else None
+        old_match = event.old is not None and sel.matches(event.old, lambda: event.decoded("old"))
+        if new_match and old_match:
+            return "MODIFIED"
+        if new_match:
+            return "ADDED"
+        if old_match:
+            return "DELETED_OLD"
+        return None
+
+    def offer(self, event: Event) -> None:
+        """Queue ``event`` if it concerns this subscriber; overflow ends the stream."""
+        if self.closed or self.overflowed or event.seq <= self.after_seq:
+            return
+        if self.since:
+            if not event.own:
+                # a relist's deletion: whether the client has it is unknown. End the stream
+                # as one that fell behind: the client resumes, from a point this time.
+                self.overflowed = True
+                self._queue.clear()
+                self.fell_behind.set()
+                self._wakeup.set()
+                return
+            if event.own <= self.since:
+                return  # the client has this change
+        kind = self.transition(event)
+        if kind is None:
+            return
+        if len(self._queue) >= self._max:
+            # Nothing queued will be sent now (the client resumes from what it got), so let
+            # the events go: a reader that stopped reading holds no more than its socket's.
+            self.overflowed = True
+            self._queue.clear()
+            self.fell_behind.set()
+        else:
+            self._queue.append((event, kind))
+        self._wakeup.set()
+
+    def replay(self, events: Iterable[Event]) -> list[tuple[Event, str]]:
+        """Return what earlier ``events`` mean to this subscriber (a resume), as ``transition``."""
+        return [(e, kind) for e in events if (kind := self.transition(e)) is not None]
+
+    async def next_batch(self, timeout: float | None) -> list[tuple[Event, str]]:
+        """Wait up to ``timeout`` for events; return what is queued (maybe nothing)."""
+        if not self._queue and not self.overflowed and not self.closed:
+            self._wakeup.clear()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            except asyncio.TimeoutError:
+                return []
+        batch = list(self._queue)
+        self._queue.clear()
+        return batch
+
+    def close(self, why: str = "unloaded") -> None:
+        self.closed = True
+        self.why = why
+        self._wakeup.set()
+
+
+class EventHub:
+    """The event view of one resource on the loop; see the module docstring."""
+
+    def __init__(self, ring_size: int) -> None:
+        self.id = secrets.token_hex(4)
+        self._ring_size = ring_size
+        self.view: dict[str, EncodedObject] = {}
+        self.ring: deque[Event] = deque()
+        self.seq = 0
+        self.rv = 0  # the newest version the view has applied (or is exactly at)
+        self.exact: int | None = None  # the version the view is exactly at now, if it is
+        self.points: deque[tuple[int, int, int]] = deque()  # (lo, hi, seq); see the docstring
+        self._changed = False  # the view changed since the last point
+        self._held: list[Event] = []  # published, not yet offered: see _publish
+        self._flush: asyncio.TimerHandle | None = None
+        self._inexact: set[int] = set()  # watch versions that went out on events not at a point
+        self._wire = 0  # the version the last event offered stood at on the watch
+        self.subscribers: set[Subscriber] = set()
+        self._catching_up: set[Subscriber] = set()  # subscribers with a ``since``
+        self.ready = False
+        self.events_published = 0
+        self._waiters: list[tuple[int, asyncio.Future]] = []  # (version, woken once reached)
+
+    # -- feeding (from the HubHandler, on the loop) -------------------------------
+
+    def apply(self, kind: str, obj: Any, old: Any, settled: str = "") -> None:
+        """Apply one informer notification to the view and publish its event; ``settled``:
+        the version the view is exactly at after it, if it is (informer's word)."""
+        if kind == "delete":
+            if isinstance(obj, DeletedFinalStateUnknown):
+                key, tombstone = obj.key, True
+                last = self.view.pop(key, None) or obj.obj
+            else:
+                key, tombstone = obj.key, False
+                self.view.pop(key, None)
+                last = obj
+            self._changed = True
+            if self.ready and isinstance(last, EncodedObject):
+                self._publish("DELETED", last, None, tombstone, settled)
+                return
+        else:
+            previous = self.view.get(obj.key)
+            self.view[obj.key] = obj
+            if previous is None or previous.resource_version != obj.resource_version:
+                self._changed = True
+                if self.ready:
+                    self._publish("ADDED" if previous is None else "MODIFIED", obj, previous,
+                                  False, settled)
+                    return
+        if settled:
+            self.settle(settled)
+
+    def settle(self, version: str) -> None:
+        """The view is exactly the server's state at ``version`` now (informer's word)."""
+        value = parse_rv(version)
+        if value < self.rv or (value == self.rv and self._changed and self.exact == value):
+            return  # never behind what was applied; a change needs a new version
+        if self._held:
+            self._deliver(value)  # the burst is whole: in order, each where it stands
+        else:
+            last = self.points[-1] if self.points else None
+            if last is not None and not self._changed:
+                self.points[-1] = (last[0], value, last[2])  # nothing changed: the point widens
+            else:
+                if last is not None and last[2] == self.seq:
+                    self.points.pop()  # changes before ready: only the newest state is a point
+                self.points.append((value, value, self.seq))
+        self._changed = False
+        self.exact = value
+        if value > self.rv:
+            self.rv = value
+            if self._waiters:
+                self._wake()
+        if self._catching_up:
+            for subscriber in [s for s in self._catching_up if s.since <= value]:
+                subscriber.since = 0  # every change up to it has been offered: nothing to skip
+                self._catching_up.discard(subscriber)
+
+    def mark_ready(self) -> None:
+        """The initial population is in the view: start publishing events."""
+        newest = max((parse_rv(o.resource_version) for o in self.view.values()), default=0)
+        self.rv = self._wire = max(self.rv, newest)
+        self.ready = True
+        self._wake()
+
+    def _publish(self, type_: str, obj: EncodedObject, old: EncodedObject | None,
+                 stale: bool, settled: str) -> None:
+        own = 0 if stale else parse_rv(obj.resource_version)
+        if own > self.rv:
+            self.rv = own
+            if self._waiters:
+                self._wake()
+        self.exact = None
+        self.seq += 1
+        event = Event(self.seq, type_, obj, old, self.rv, self.id, own)
+        self.ring.append(event)
+        if len(self.ring) > self._ring_size:
+            evicted = self.ring.popleft()
+            self._inexact.discard(evicted.rv)
+            oldest = self.ring[0].seq - 1  # a point after this event still has every event after it
+            while self.points and self.points[0][2] < oldest:
+                self.points.popleft()
+        self.events_published += 1
+        self._held.append(event)
+        if settled:
+            self.settle(settled)  # at a point: delivers the burst, this event included
+        elif self._flush is None:
+            # Not at a point: the rest of its burst is on its way. Held (a moment at most)
+            # until it is whole, so that it goes out in order and a stream's last event is
+            # one it can resume from.
+            self._flush = asyncio.get_running_loop().call_later(HOLD_INEXACT, self._deliver)
+
+    def _deliver(self, point: int = 0) -> None:
+        """Offer the held events (a burst) to every subscriber.
+
+        At a ``point``, the burst holds every change since the last point: put in the
+        order of their versions (the informer hands them grouped by object), each is the
+        server's state at its own version — a point of its own, its object's version on
+        the wire. A relist's deletions (their versions unknown) come last, stamped with
+        the last version sent, the final one with the point's: then only the point is
+        one. Without a point (the burst outlasted the hold, or a straggler), events go out
+        as they came, one out of order stamped with the last version sent. Versions on the
+        wire never go back, and a version that went out on an event not at a point is
+        never resumed from.
+        """
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        held, self._held = self._held, []
+        if point and len(held) > 1:
+            held = self._in_version_order(held)
+        wire = self._wire
+        placed = bool(point)  # every event at its own version: each one a point
+        for event in held:
+            if event.own > wire:
+                event.rv = wire = event.own
+            else:
+                event.rv = wire  # stamped with the last version sent: a deletion's, or late
+                placed = False
+        if placed:
+            for event in held:
+                event.exact = event.rv
+                self.points.append((event.rv, event.rv, event.seq))
+        if point:
+            last = held[-1]
+            if placed:
+                self.points[-1] = (last.rv, point, last.seq)
+            else:
+                if last.restamped and point > wire:
+                    last.rv = wire = point  # the burst ends at the point, and says so
+                self.points.append((point, point, last.seq))
+            last.exact = point
+        for event in held:
+            if not event.exact:
+                self._inexact.add(event.rv)
+        self._wire = wire
+        for event in held:
+            for subscriber in self.subscribers:
+                subscriber.offer(event)
+            event.release()
+
+    def _in_version_order(self, held: list[Event]) -> list[Event]:
+        """``held`` (the ring's last events) sorted by their own versions, deletions of unknown
+        version last; the ring's order and the events' ``seq`` follow."""
+        order = sorted(held, key=lambda e: (e.own == 0, e.own, e.seq))
+        if order == held:
+            return held
+        seqs = sorted(e.seq for e in held)
+        for event, seq in zip(order, seqs):
+            event.seq = seq
+        if len(self.ring) >= len(held):
+            for _ in held:
+                self.ring.pop()
+            self.ring.extend(order)
+        return order
+
+    def _wake(self) -> None:
+        waiting = []
+        for version, future in self._waiters:
+            if version <= self.rv and self.ready:
+                if not future.done():
+                    future.set_result(None)
+            elif not future.done():
+                waiting.append((version, future))
+        self._waiters = waiting
+
+    async def between_bursts(self) -> None:
+        """Wait until no burst is held (a moment at most): a stream begins from whole bursts."""
+        deadline = time.monotonic() + 2 * HOLD_INEXACT
+        while self._held and time.monotonic() < deadline:
+            await asyncio.sleep(HOLD_INEXACT / 5)
+
+    async def placed(self, version: int, timeout: float) -> None:
+        """Wait (at most ``timeout``) until the view has reached ``version`` or is at a point:
+        either way a client resuming from ``version`` can be placed (``ahead_of``)."""
+        deadline = time.monotonic() + timeout
+        while version > self.rv and self.exact is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            await self.reached(version, min(left, HOLD_INEXACT))
+
+    async def reached(self, rv: int, timeout: float) -> bool:
+        """Wait until the view holds every change up to ``rv`` (at most ``timeout`` s)."""
+        if self.ready and self.rv >= rv:
+            return True
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.append((rv, future))
+        try:
+            await asyncio.wait_for(future, timeout)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self._waiters = [w for w in self._waiters if w[1] is not future]
+
+    # -- reading ------------------------------------------------------------------
+
+    def snapshot(self, selection: Selection, ordered: bool = True) -> list[EncodedObject]:
+        """Return the current matching objects, in key order unless not ``ordered``
+        (consistent with ``seq``)."""
+        view = self.view
+        if selection.everything() and selection.namespace is None:
+            objects = list(view.values())
+        else:
+            objects = [o for o in view.values() if selection.matches(o)]
+        if ordered:
+            objects.sort(key=lambda o: o.key)
+        return objects
+
+    @property
+    def oldest(self) -> int:
+        """The oldest version a stream may resume from (0: none yet)."""
+        return self.points[0][0] if self.points else 0
+
+    def point_of(self, version: int) -> int | None:
+        """The ``seq`` after which the view was exactly at ``version``; ``None`` if no point
+        covers it (too old, between points, or not reached yet: see ``reached``)."""
+        for lo, hi, seq in reversed(self.points):
+            if version < lo:
+                continue
+            if version <= hi:
+                return seq
+            # Past the point: the view stayed the server's state until the next change,
+            # the first event after the point (the informer hands the oldest change first).
+            after = self._event(seq + 1)
+            if after is not None and not after.restamped and after.rv > version:
+                return seq
+            return None
+        return None
+
+    def _event(self, seq: int) -> Event | None:
+        if not self.ring or not self.ring[0].seq <= seq <= self.seq:
+            return None
+        return self.ring[seq - self.ring[0].seq]
+
+    def events_after_seq(self, seq: int) -> list[Event] | None:
+        """The events after ``seq``; ``None`` if the ring no longer holds them all."""
+        if seq > self.seq:
+            return None
+        if not self.ring:
+            return [] if seq == self.seq else None
+        first = self.ring[0].seq
+        if seq < first - 1:
+            return None
+        return list(self.ring)[seq - first + 1:]
+
+    def events_after_rv(self, rv: int, watch: bool = False) -> list[Event] | None:
+        """Return the events after resourceVersion ``rv``; ``None`` if no point covers it.
+
+        ``watch``: ``rv`` is a version a watch sent; one that went out on an event not
+        at a point (the state after it was no version's) is not resumed from.
+        """
+        if watch and rv in self._inexact:
+            return None
+        seq = self.point_of(rv)
+        return None if seq is None else self.events_after_seq(seq)
+
+    def events_after_id(self, event_id: str) -> list[Event] | None:
+        """Return the events after an SSE id; ``None`` if it is unknown or too old.
+
+        A version (portable) is resumed wherever a point covers it; ``<hub>.<seq>``
+        only on this hub.
+        """
+        if event_id.isdigit():
+            return self.events_after_rv(parse_rv(event_id))
+        hub_id, _, seq_text = event_id.partition(".")
+        if hub_id != self.id or not seq_text.isdigit():
+            return None
+        return self.events_after_seq(int(seq_text))
+
+    def ahead_of(self, version: int) -> bool:
+        """Whether a client at ``version`` (from another process) is ahead of this view while
+        the view is at a point: then it is followed from here on, each change up to
+        ``version`` skipped as the client's already (``Subscriber.since``) — exact, since
+        the changes still to come are told apart by their own versions."""
+        return self.exact is not None and version > self.exact
+
+    def position_id(self) -> str:
+        """The SSE id of the current position (``SYNCED``'s): portable when the view is exact."""
+        return str(self.exact) if self.exact is not None else f"{self.id}.{self.seq}"
+
+    def subscribe(self, subscriber: Subscriber) -> None:
+        """Add a subscriber whose first state or replay went up to the current ``seq``."""
+        subscriber.after_seq = self.seq
+        self.subscribers.add(subscriber)
+        if subscriber.since:
+            self._catching_up.add(subscriber)
+
+    def unsubscribe(self, subscriber: Subscriber) -> None:
+        self.subscribers.discard(subscriber)
+        self._catching_up.discard(subscriber)
+
+    def close_all(self, why: str = "unloaded") -> None:
+        """End every subscriber's stream: ``unloaded``, or ``gone`` (the resource was deleted)."""
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        for subscriber in list(self.subscribers):
+            subscriber.close(why)

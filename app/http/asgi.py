@@ -1,0 +1,226 @@
+"""The ASGI entry point: resource paths go straight to the hot path, the rest to FastAPI.
+
+FastAPI's stack — error, telemetry and body-limit middleware, exception
+middleware, an async exit stack per request, route matching over every route —
+cost as much per request as answering a small list from the cache: with it, a
+single Pod by name served at 0.8× the API server's rate (8 connections); the
+hot path alone needs none of it. So ``GatewayApp`` looks at the path once: a
+resource path (``/api/<v>/<resource>...``, ``/apis/<g>/<v>/<resource>...``,
+``/<group>/<version>/<resource>...``) is answered by
+``app.http.resources``; operations, discovery and everything else go
+through FastAPI, which keeps its own catch-all for any path left over.
+
+A gateway that does not authorize its callers and listens on loopback answers
+only requests whose ``Host`` names a loopback host: a web page whose DNS name
+was re-pointed at 127.0.0.1 (DNS rebinding) must not read the cluster through
+a developer's gateway, as it could through ``kubectl proxy`` without its
+``--accept-hosts``.
+
+A gateway that authorizes its callers (``--authz kubernetes``) authenticates
+every request here but the open probes (``/healthz``, ``/livez``,
+``/readyz``), before anything else — 401 comes first, as from the API server
+— and authorizes ``get`` on any path that is not a resource path (discovery,
+``/version``, ``/metrics``): ``app.auth.authorization`` decides, this only asks.
+
+Latency metrics, the access log and CORS (when configured) wrap both sides here, once; the hot
+path answers anything unexpected with a ``Status`` 500 (logged) instead of a
+bare error page, as the FastAPI side's exception handler does.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+
+from app.http.access_log import AccessLog
+from app.http.resources import resource_endpoint
+from app.settings import is_loopback
+from app.kube.status import StatusError, status_bytes, status_response
+
+__all__ = ["GatewayApp", "cors_options", "is_resource_path", "route_label"]
+
+log = logging.getLogger(__name__)
+
+_OPEN = frozenset({"/healthz", "/livez", "/readyz"})  # probes: no credentials needed
+_INTERNAL = status_bytes(500, "internal error", "InternalError")
+_NOT_READY = status_bytes(503, "the gateway is starting", "ServiceUnavailable")
+
+
+_PROBES_AND_METRICS = frozenset({"/healthz", "/livez", "/readyz", "/metrics"})
+_KEEP_SLASH = frozenset({"/ui"})  # the page at /ui/: its relative links need the slash
+
+
+def without_trailing_slashes(path: str) -> str:
+    """``path`` as the API server reads it: trailing slashes mean nothing on discovery,
+    ``/version`` and resource paths (``/api/v1/pods/``, ``/apis/apps/v1//``), while
+    the probes and ``/metrics`` answer 404 with one, as the API server's do; ``/ui/``
+    keeps it."""
+    stripped = path.rstrip("/")
+    if not stripped or stripped in _PROBES_AND_METRICS or stripped in _KEEP_SLASH:
+        return path
+    return stripped
+
+
+def is_resource_path(path: str) -> bool:
+    """Whether ``path`` names a resource collection or object (not discovery or operations)."""
+    segments = path.count("/", 1) + (0 if path.endswith("/") else 1)
+    if path.startswith("/apis/"):
+        return segments >= 4
+    return segments >= 3
+
+
+def cors_options(origins: tuple[str, ...]) -> dict[str, Any]:
+    """``CORSMiddleware`` options: read-only verbs, the headers browsers need for streams."""
+    return {"allow_origins": list(origins), "allow_methods": ["GET", "HEAD", "OPTIONS"],
+            "allow_headers": ["Accept", "Authorization", "Last-Event-ID", "If-None-Match",
+                              "Content-Type"],
+            "expose_headers": ["ETag", "Retry-After"], "max_age": 600}
+
+
+class GatewayApp:
+    """The whole gateway as one ASGI callable; ``state`` is the FastAPI app's.
+
+    Every HTTP request is timed here, once, and CORS (when configured) wraps
+    both sides, so the FastAPI side needs no middleware of its own for either.
+    """
+
+    def __init__(self, api: FastAPI, cors_origins: tuple[str, ...] = (),
+                 local_only: bool = False, access_log: bool = False,
+                 authenticates: bool = False, worker: int | None = None) -> None:
+        self.api = api
+        # one of several processes: every answer says which (operators and tests tell them apart)
+        self._worker_header = None if worker is None else (b"kcg-worker", str(worker).encode())
+        self.state = api.state
+        self._local_only = local_only
+        self._authenticates = authenticates
+        self.access_log = AccessLog() if access_log else None
+        self._hosts: dict[bytes, bool] = {}  # Host header -> names a loopback host
+        entry: Any = self._dispatch
+        if cors_origins:
+            entry = CORSMiddleware(entry, **cors_options(cors_origins))
+        self._entry = entry
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.api(scope, receive, send)  # the lifespan
+            return
+        path = scope["path"]
+        if path[-1:] == "/" and len(path) > 1:
+            path = scope["path"] = without_trailing_slashes(path)
+        route = scope["kcg.route"] = route_label(path)
+        gateway = getattr(self.state, "gateway", None)
+        if gateway is None:  # before the lifespan made the gateway: nothing to time with
+            await self._entry(scope, receive, send)
+            return
+        started = time.perf_counter()
+        latency = gateway.metrics.latency_for
+        access_log = self.access_log
+        worker_header = self._worker_header
+
+        async def timed_send(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                took = time.perf_counter() - started
+                latency(route, message["status"]).observe(took)
+                if access_log is not None:
+                    access_log.write(scope, message["status"], took)
+                if worker_header is not None:
+                    message["headers"] = [*message.get("headers", ()), worker_header]
+            await send(message)
+
+        await self._entry(scope, receive, timed_send)
+
+    async def _dispatch(self, scope: dict, receive: Any, send: Any) -> None:
+        if self._local_only:
+            host = _host_header(scope)
+            allowed = self._hosts.get(host)
+            if allowed is None:
+                allowed = self._hosts[host] = host == b"" or is_loopback(_host_name(host))
+                if len(self._hosts) > 1024:  # hostile variety must not grow memory
+                    self._hosts.clear()
+            if not allowed:
+                await _send_json(send, 403, status_bytes(
+                    403, f"the Host {host.decode('latin-1')[:200]!r} is not a loopback name: this "
+                         f"gateway does not authorize its callers, so it answers only requests "
+                         f"addressed to 127.0.0.1, [::1] or localhost (DNS rebinding protection)",
+                    "Forbidden"))
+                return
+        route = scope["kcg.route"]
+        if self._authenticates and route not in _OPEN:
+            gateway = getattr(self.state, "gateway", None)
+            if gateway is not None:
+                try:
+                    if route == "resource":
+                        authorization = gateway.authorization
+                        if authorization.identify(scope) is None:  # no kept review
+                            await authorization.authenticate(scope)
+                    else:
+                        await gateway.authorization.authorize_path(scope, scope["path"])
+                except StatusError as error:
+                    await status_response(error)(scope, receive, send)
+                    return
+        if route == "resource":
+            await self._resource(scope, receive, send)
+        else:
+            await self.api(scope, receive, send)
+
+    async def _resource(self, scope: dict, receive: Any, send: Any) -> None:
+        if getattr(self.state, "gateway", None) is None:  # a request before start-up
+            await _send_json(send, 503, _NOT_READY)
+            return
+        scope["app"] = self.api  # what ``request.app`` reads
+        answered = False
+
+        async def watched_send(message: dict) -> None:
+            nonlocal answered
+            answered = answered or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            try:
+                response = await resource_endpoint(Request(scope, receive))
+            except StatusError as error:
+                response = status_response(error)
+            await response(scope, receive, watched_send)
+        except Exception:
+            log.exception("unexpected error answering %s %s", scope.get("method"), scope.get("path"))
+            if not answered:
+                await _send_json(send, 500, _INTERNAL)
+
+
+def _host_header(scope: dict) -> bytes:
+    for name, value in scope["headers"]:
+        if name == b"host":
+            return value
+    return b""  # HTTP/1.0 without Host: not a browser, so not a rebinding
+
+
+def _host_name(header: bytes) -> str:
+    """The host of a Host header, without its port (``[::1]:8080`` -> ``::1``)."""
+    text = header.decode("latin-1").strip()
+    if text.startswith("["):
+        return text[1:text.find("]")] if "]" in text else text
+    name, colon, port = text.rpartition(":")
+    return name if colon and port.isdigit() else text
+
+
+def route_label(path: str) -> str:
+    """The ``route`` label of the latency histogram: a few fixed values, never the path itself."""
+    if is_resource_path(path):
+        return "resource"
+    if path in ("/healthz", "/readyz", "/livez", "/metrics", "/version", "/api", "/apis"):
+        return path
+    if path.startswith(("/api/", "/apis/")):
+        return "discovery"
+    return "other"
+
+
+async def _send_json(send: Any, status: int, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

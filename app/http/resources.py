@@ -1,0 +1,305 @@
+"""Lists, gets and watches of any resource: the gateway's hot path.
+
+A plain Starlette endpoint (no FastAPI dependency machinery on the hot path):
+parse -> authorize -> cache -> bytes. Errors are checked in the contract's
+order: 405 for any verb but GET/HEAD/OPTIONS, 404 unknown resource, 403
+denied by policy, 400 bad selector or parameter, 404 unknown object, 503 cache
+not yet synced (lists and gets only; streams wait).
+
+A list answer is its envelope plus the cached objects' bytes (``app.kube.envelope``):
+no object is decoded or re-encoded, and a large answer is never joined whole. Pages (``limit`` + ``continue``) walk the
+keys in order, so every object present for the whole walk is returned exactly
+once; like the API server's watch cache, a walk is not a point-in-time snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import hashlib
+from bisect import bisect_right
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app.auth.authorization import Access, Grant
+from app.bridge import run_blocking
+from app.cache.resources import ResourceCache
+from app.query.engine import KEEP_ANSWERS_BELOW
+from app.kube.envelope import ListBody, StoredBody, list_length, list_metadata
+from app.cache.requested_version import check_list_options, fresh_enough
+from app.kube.request import (
+    Accept,
+    Query,
+    ResourcePath,
+    check_names,
+    decode_continue,
+    encode_continue,
+    negotiate,
+    parse_path,
+    parse_query,
+)
+from app.query.selection import Selection
+from app.streams.sse import SSEEncoder
+from app.cache.answer_age import staleness_headers
+from app.kube.status import StatusError, bad_request, forbidden, method_not_allowed, not_found
+from app.streams.pipeline import open_stream
+from app.kube.table import table_bytes
+from app.streams.watch import WatchEncoder
+from informer_core.encoded import EncodedObject
+from informer_core.fields import FieldSelector, Term
+from informer_core.store import object_key
+
+__all__ = ["resource_endpoint"]
+
+_READ_METHODS = ("GET", "HEAD")
+_GZIP_ABOVE = 128 * 1024
+_TAIL = b"]}"
+
+
+async def resource_endpoint(request: Request) -> Response:
+    """Answer one request for a resource collection or object.
+
+    Raises:
+        StatusError: every error answer (the application's handler sends it).
+    """
+    gateway = request.app.state.gateway
+    method = request.method
+    if method == "OPTIONS":
+        return Response(status_code=204, headers={"Allow": "GET, HEAD, OPTIONS"})
+    if method not in _READ_METHODS:
+        raise method_not_allowed(method)
+    target = parse_path(request.scope["path"])
+    resource = await gateway.cache.resolve(target)
+    _check_scope(target, resource)
+    raw_query = request.scope.get("query_string", b"")
+    try:
+        query, query_error = parse_query(raw_query, gateway.settings.max_query_length), None
+    except StatusError as error:  # reported after authorization: 403 comes before 400
+        query, query_error = None, error
+    accept_header = request.headers.get("accept")
+    watching = query.watch if query is not None else b"watch=" in raw_query
+    streaming = watching or (target.name is None and accept_header is not None
+                             and "text/event-stream" in accept_header)
+    verb = "get" if target.name is not None else ("watch" if streaming else "list")
+    namespace = target.namespace
+    access = Access(verb, resource, namespace, target.name)
+    authorization = gateway.authorization
+    grant = authorization.granted(request.scope, access) or await authorization.authorize(
+        request, access)
+    check_names(target)
+    if query_error is not None:
+        raise query_error
+    accept = negotiate(accept_header, allow_sse=target.name is None)
+    scope_ns = gateway.settings.namespace or None
+    if scope_ns is not None and namespace not in (None, scope_ns):
+        raise forbidden(f"this gateway caches only the namespace {scope_ns!r}",
+                        resource=resource.resource, group=resource.group)
+    if target.name is None:
+        check_list_options(query)
+    selection = Selection(namespace, query.labels, query.fields, grant.namespaces, query.filters)
+    if query.watch:
+        if target.name is not None:
+            selection = Selection(namespace, query.labels,
+                                  _and_name(query, target.name), filters=query.filters)
+        return await _watch(request, gateway, grant, selection, query, accept)
+    if accept.kind == "sse":
+        return await _sse(request, gateway, grant, selection, query)
+    entry = await gateway.cache.load(resource, wait=gateway.settings.sync_timeout)
+    await fresh_enough(entry.hub, query, listing=target.name is None)
+    if target.name is not None:
+        response = _get(request, entry, target, accept, query)
+    else:
+        response = await _list(request, entry, selection, query, accept)
+    since = gateway.cache.stale_since(entry)
+    if since is not None:  # not following the API server: say how old this may be
+        response.raw_headers.extend((k.lower().encode(), v.encode()) for k, v in
+                                    staleness_headers(resource.resource, since).items())
+    return response
+
+
+def _check_scope(target: ResourcePath, resource: Any) -> None:
+    """A path must use a resource the way its scope allows."""
+    if target.subresource is not None:
+        raise not_found(f"the gateway serves no subresources ({target.resource}/"
+                        f"{target.subresource})", resource=resource.resource)
+    if target.namespace is not None and not resource.namespaced:
+        raise not_found(f"{resource.resource} is not namespaced; use "
+                        f"{resource.path}", resource=resource.resource)
+    if target.name is not None and resource.namespaced and target.namespace is None:
+        raise not_found(f"{resource.resource} is namespaced: get an object by "
+                        f"namespaces/{{namespace}}/{resource.resource}/{target.name}",
+                        resource=resource.resource)
+
+
+def _and_name(query: Query, name: str) -> FieldSelector:
+    return FieldSelector(query.fields.terms + (Term("metadata.name", name),))
+
+
+def _etag(request: Request, entry: ResourceCache, accept: Accept, selection: Selection) -> str:
+    digest = hashlib.blake2b(
+        f"{request.scope['path']}?{request.scope.get('query_string', b'').decode('latin-1')}"
+        f"|{accept.kind}{accept.table_version}|{selection.partition}".encode(),
+        digest_size=8).hexdigest()
+    return f'"{entry.hub.id}-{entry.resource_version()}-{digest}"'
+
+
+async def _finish(request: Request, body: bytes, etag: str | None = None) -> Response:
+    headers = {"Cache-Control": "no-cache, private"}
+    if etag is not None:
+        headers["ETag"] = etag
+    if len(body) > _GZIP_ABOVE and _wants_gzip(request):
+        body = await run_blocking(gzip.compress, body, 1)
+        headers["Content-Encoding"] = "gzip"
+        headers["Vary"] = "Accept-Encoding"
+    return Response(body, media_type="application/json", headers=headers)
+
+
+def _wants_gzip(request: Request) -> bool:
+    return "gzip" in request.headers.get("accept-encoding", "")
+
+
+def _get(request: Request, entry: ResourceCache, target: ResourcePath, accept: Accept,
+         query: Query) -> Response:
+    found = entry.indexer.get_encoded_by_key(object_key(target.namespace, target.name))
+    if found is None:
+        res = entry.resource
+        raise not_found(f'{res.resource}{"." + res.group if res.group else ""} "{target.name}" '
+                        f"not found", resource=res.resource, name=target.name or "", group=res.group)
+    if accept.kind == "table":
+        body = table_bytes([found.to_dict()], entry.printer, table_version=accept.table_version,
+                           include=query.include_object,
+                           resource_version=found.resource_version)
+        return Response(body, media_type="application/json")
+    return StoredBody(found.raw)
+
+
+_CONSISTENT_TRIES = 5
+
+
+async def _select_consistent(entry: ResourceCache, selection: Selection,
+                             filtered: bool = True) -> tuple[list, str]:
+    """The matching objects and the version they are exactly the server's state at.
+
+    Lists are selected from the indexer (its indexes make label queries fast),
+    which the informer updates a moment before the hub (on the loop) hears of
+    it; stamped with the hub's version, a list taken in that moment could hold
+    a change newer than its version, or lack an object deleted after it, and a
+    client watching from its version (as informers do) would get that change
+    again. So the list carries the version the indexer itself was exactly at
+    while it was read (``read_consistently``); a watch from it waits the moment
+    the hub needs to get there. In a burst the indexer may be at no version: a
+    few tries, then the hub's own view, at the hub's version.
+    """
+    informer = entry.generic.informer()
+    indexer = entry.indexer
+    for attempt in range(_CONSISTENT_TRIES):
+        objects, version = informer.read_consistently(
+            lambda: selection.select(indexer, ordered=True, filtered=filtered))
+        if version:
+            return objects, version
+        await asyncio.sleep(0.002 * attempt)
+    return entry.hub.snapshot(selection if filtered else selection.unfiltered()), str(entry.hub.rv)
+
+
+async def _list(request: Request, entry: ResourceCache, selection: Selection, query: Query,
+                accept: Accept) -> Response:
+    etag = _etag(request, entry, accept, selection)
+    if request.headers.get("if-none-match") == etag:
+        return Response(status_code=304, headers={"ETag": etag})
+    dashboard = bool(query.view_text)
+    partition = selection.partition
+    fingerprint = f"{entry.resource.gvr}|{selection.namespace}|{query.label_text}|{query.field_text}"
+    if dashboard or partition:  # what else makes the answer: kept results and tokens are its
+        fingerprint += f"|{query.view_text}|{partition}"
+    answer_key = None
+    if dashboard and accept.kind == "json":
+        # a dashboard's refresh while nothing changed: the answer it got last time
+        version = entry.generic.informer().settled_version()
+        answer_key = (fingerprint, query.continue_key, query.limit, _wants_gzip(request))
+        kept = entry.views.answer(answer_key, version) if version else None
+        if kept is not None:
+            return _kept_answer(kept, etag)
+    objects, rv = await _select_consistent(entry, selection, filtered=not dashboard)
+    places = None
+    if dashboard:
+        result = await entry.views.result(objects, query, fingerprint, rv)
+        if result.summary is not None:
+            response = await _finish(request, result.summary, etag)
+            if answer_key is not None:
+                entry.views.keep_answer(answer_key, rv, response.body, response.headers)
+            return response
+        objects, places = result.objects, result.places
+    start = 0
+    if query.continue_key is not None:
+        after, place = decode_continue(query.continue_key, fingerprint)
+        if places is not None:
+            position = query.ordering.check_place(place)
+            if position is None:
+                raise bad_request("invalid continue token: it holds no place in this "
+                                  "sort order; start the list again without 'continue'")
+            start = query.ordering.after(places, position)
+        else:
+            start = bisect_right(objects, after, key=_key)
+    token, remaining = "", None
+    end = len(objects)
+    if query.limit and end - start > query.limit:
+        end = start + query.limit
+        remaining = len(objects) - end
+        last = end - 1
+        token = encode_continue(objects[last].key, fingerprint,
+                                places[last] if places is not None else None)
+    objects = objects[start:end] if start or end < len(objects) else objects
+    if accept.kind == "table":
+        body = table_bytes((o.to_dict() for o in objects), entry.printer,
+                           table_version=accept.table_version, include=query.include_object,
+                           resource_version=rv, continue_token=token, remaining=remaining)
+        return await _finish(request, body, etag)
+    res = entry.resource
+    meta = list_metadata(rv, token, remaining)
+    head = (b'{"apiVersion":' + orjson.dumps(res.api_version) + b',"kind":'
+            + orjson.dumps(res.list_kind) + b',"metadata":' + orjson.dumps(meta) + b',"items":[')
+    if query.fields_paths is not None:
+        items = await entry.views.project(
+            entry.views.projection(query.fields_text, query.fields_paths), objects)
+    else:
+        items = [o.raw for o in objects]
+    headers = {"Cache-Control": "no-cache, private", "ETag": etag}
+    if answer_key is not None and list_length(head, items, _TAIL) <= KEEP_ANSWERS_BELOW:
+        body = head + b",".join(items) + _TAIL
+        if _wants_gzip(request) and len(body) > _GZIP_ABOVE:
+            response = await _finish(request, body, etag)
+        else:
+            response = Response(body, media_type="application/json", headers=headers)
+        entry.views.keep_answer(answer_key, rv, response.body, response.headers)
+        return response
+    if list_length(head, items, _TAIL) > _GZIP_ABOVE and _wants_gzip(request):
+        return ListBody(head, items, _TAIL, headers, gzip=True)
+    return ListBody(head, items, _TAIL, headers)
+
+
+def _key(obj: EncodedObject) -> str:
+    return obj.key
+
+
+def _kept_answer(kept: tuple[bytes, dict[str, str]], etag: str) -> Response:
+    body, headers = kept
+    response = Response(body, headers={**headers, "ETag": etag})
+    return response
+
+
+async def _watch(request: Request, gateway: Any, grant: Grant, selection: Selection,
+                 query: Query, accept: Accept) -> Response:
+    encoder = WatchEncoder(accept, query, gateway.settings.bookmark_interval)
+    return await open_stream(gateway, request, grant, selection, query, encoder)
+
+
+async def _sse(request: Request, gateway: Any, grant: Grant, selection: Selection,
+               query: Query) -> Response:
+    settings = gateway.settings
+    encoder = SSEEncoder(request.headers.get("last-event-id", ""), settings.sse_retry_ms,
+                         settings.heartbeat_interval,
+                         None if query.fields_paths is None else (query.fields_text, query.fields_paths))
+    return await open_stream(gateway, request, grant, selection, query, encoder)

@@ -1,0 +1,29 @@
+"""Launching: one serving process, or a supervisor of several (``--workers N``).
+
+Used by ``serve`` and ``demo`` alike (``app.process.cli``, ``app.process.demo``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.process.kubeconfig import load_api_client
+from app.process.server import run_server
+from app.process.supervisor import Supervisor
+
+__all__ = ["serve"]
+
+
+def serve(settings: Any, on_ready: Any = None) -> int:
+    """Serve ``settings.workers`` processes on one address until SIGINT/SIGTERM.
+
+    One is served here; more are supervised (``app.process.supervisor``), each loading the
+    Kubernetes configuration for itself. Returns 2 when the configuration cannot be
+    loaded (said why on stderr).
+    """
+    if settings.workers > 1:
+        return Supervisor(settings, settings.workers).run(on_ready)
+    api_client = load_api_client(settings)
+    if api_client is None:
+        return 2
+    return run_server(settings, api_client, on_ready)

@@ -1,0 +1,68 @@
+"""Serving one process: the gateway on uvicorn until SIGINT/SIGTERM, streams ended first,
+informers last.
+
+A single gateway (``app.process.launch``) and each worker of several
+(``app.process.supervisor``) run ``run_server``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Any
+
+__all__ = ["run_server"]
+
+
+def run_server(settings: Any, api_client: Any, on_ready: Any = None, sockets: Any = None,
+               worker: Any = None) -> int:
+    """Serve until SIGINT/SIGTERM; end open streams first, then stop the informers.
+
+    ``sockets``: listening sockets to accept from (a worker's, shared); ``worker``:
+    the worker's ``WorkerInfo`` when it is one of several.
+    """
+    import uvicorn
+
+    from app.bridge import call_on_loop
+    from app.main import create_app
+
+    app = create_app(settings, api_client=api_client, worker=worker)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            gateway = getattr(app.state, "gateway", None)
+            loop = getattr(self, "_kcg_loop", None)
+            if gateway is not None and loop is not None:
+                call_on_loop(loop, gateway.begin_shutdown)
+            super().handle_exit(sig, frame)
+
+        async def startup(self, sockets: Any = None) -> None:
+            self._kcg_loop = asyncio.get_running_loop()
+            await super().startup(sockets)
+            if on_ready is not None and self.started:
+                on_ready()
+
+    from app.http.limits import guarded_protocol
+
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, workers=1,
+                            http=guarded_protocol(settings),
+                            log_level=settings.log_level.lower(), access_log=False,
+                            timeout_graceful_shutdown=10, lifespan="on",
+                            ssl_certfile=settings.tls_cert_file or None,
+                            ssl_keyfile=settings.tls_private_key_file or None)
+    server = Server(config)
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again
+    # with the previous handlers back: make that an orderly exit, so callers'
+    # cleanup (the demo's local API server) still runs.
+    previous = signal.signal(signal.SIGTERM, _exit_on_signal)
+    try:
+        server.run(sockets=sockets)
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return 0 if server.started else 1
+
+
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    raise SystemExit(0)

@@ -1,0 +1,236 @@
+"""Several serving processes on one address (``--workers N``): the process model.
+
+One Python process serves on one core. With ``--workers N`` the command's own
+process becomes a small supervisor that binds the listening socket once and
+starts N worker processes, each a whole gateway — its own informers, caches,
+event hubs and event loop — accepting connections from that one socket. Why
+independent workers, not one informer process feeding N servers, is measured
+and written down in ``docs/workers.md``; in short: the API server's watch cache
+serves another watcher of a resource for little, the informers' memory is the
+price, and nothing crosses a process boundary on the hot path.
+
+What the supervisor does, and nothing else:
+
+- binds the address once (``SO_REUSEADDR``), so the port is held while workers
+  come and go, and hands the socket to each worker (processes are *spawned*:
+  nothing of the parent's threads or locks is inherited);
+- restarts a worker that dies (after a growing pause if it keeps dying early);
+- on SIGTERM or SIGINT tells every worker to stop (each ends its streams with
+  ``retry:``, finishes its requests and stops its informers, as a single
+  process does) and exits 0 once they have, within the grace period.
+
+The workers of a pod find each other over Unix sockets in a private folder
+(``app.process.peers``): ``/metrics`` answered by any of them shows all of them, and a
+resource loaded by one is loaded by the others too.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import wait as wait_for_any
+from typing import Any
+
+__all__ = ["WorkerInfo", "Supervisor"]
+
+log = logging.getLogger("kube-cache-gateway.workers")
+
+_GRACE = 20.0  # seconds workers get to stop before they are killed
+_RESTART_PAUSE_MAX = 30.0
+_EARLY_DEATH = 10.0  # a worker that dies sooner than this after starting is crash-looping
+_CANNOT_CONFIGURE = 2  # a worker's exit code when the Kubernetes configuration does not load
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """Who a worker is among its siblings."""
+
+    index: int
+    count: int
+    peer_dir: str  # where every worker's Unix socket is (``app.process.peers``)
+
+
+def listen(host: str, port: int, backlog: int = 2048) -> socket.socket:
+    """Bind and listen on ``host:port`` once, for every worker to accept from."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(backlog)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _worker_main(settings: Any, sock: socket.socket, info: WorkerInfo, ready: Any) -> None:
+    """A worker process: a whole gateway on the shared socket (runs after spawn); says so on
+    ``ready`` (a pipe: no semaphore, so no resource-tracker process beside the workers)."""
+    _die_with_parent()
+    from app.process.kubeconfig import load_api_client
+    from app.process.logs import configure_logging
+    from app.process.server import run_server
+
+    configure_logging(settings.log_level, settings.log_json, worker=info.index)
+    api_client = load_api_client(settings)
+    if api_client is None:
+        raise SystemExit(_CANNOT_CONFIGURE)
+    code = run_server(settings, api_client, on_ready=lambda: ready.send(True), sockets=[sock],
+                      worker=info)
+    raise SystemExit(code)
+
+
+def _die_with_parent() -> None:
+    """Linux: get SIGTERM when the supervisor dies, however it dies."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:  # the parent was already gone
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _said_ready(pipe: Any) -> bool:
+    """Whether a worker said it serves (its end of the pipe closes, unsaid, if it dies)."""
+    try:
+        return bool(pipe.poll(0.05) and pipe.recv())
+    except (EOFError, OSError):
+        return False
+
+
+class _Slot:
+    """One worker's place: its current process and how it has been going."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.process: Any = None
+        self.ready: Any = None
+        self.started = 0.0
+        self.starts = 0
+        self.early_deaths = 0
+        self.restart_at = 0.0
+
+
+class Supervisor:
+    """Runs ``count`` workers on one address; see the module docstring."""
+
+    def __init__(self, settings: Any, count: int) -> None:
+        self.settings = settings
+        self.count = count
+        self._context = multiprocessing.get_context("spawn")
+        self._slots = [_Slot(i) for i in range(count)]
+        self._stopping = False
+        self._sock: socket.socket | None = None
+        self._peer_dir = ""
+
+    def run(self, on_ready: Any = None) -> int:
+        """Serve until SIGTERM/SIGINT; return 0 when every worker stopped cleanly."""
+        settings = self.settings
+        self._sock = listen(settings.host, settings.port)
+        self._peer_dir = tempfile.mkdtemp(prefix="kcg-workers-")  # 0700: this user's alone
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            for slot in self._slots:
+                self._start(slot)
+            if not self._wait_ready():
+                self._stop_all()
+                return _CANNOT_CONFIGURE  # the worker said why
+            log.info("serving on %s:%d with %d workers", settings.host, settings.port, self.count)
+            if on_ready is not None and not self._stopping:
+                on_ready()
+            self._watch()
+            return self._stop_all()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            for slot in self._slots:
+                if slot.ready is not None:
+                    slot.ready.close()
+            self._sock.close()
+            shutil.rmtree(self._peer_dir, ignore_errors=True)
+
+    # -- internals --------------------------------------------------------------------
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._stopping = True
+
+    def _start(self, slot: _Slot) -> None:
+        info = WorkerInfo(slot.index, self.count, self._peer_dir)
+        if slot.ready is not None:
+            slot.ready.close()
+        slot.ready, told = self._context.Pipe(duplex=False)
+        slot.process = self._context.Process(
+            target=_worker_main, args=(self.settings, self._sock, info, told),
+            name=f"kcg-worker-{slot.index}", daemon=False)
+        slot.process.start()
+        told.close()  # the worker holds its end
+        slot.started = time.monotonic()
+        slot.starts += 1
+
+    def _wait_ready(self) -> bool:
+        """Wait until every worker serves; ``False`` if one could not load the configuration
+        (no point starting it again: the supervisor ends, as a single process would)."""
+        pending = list(self._slots)
+        while pending and not self._stopping:
+            for slot in pending:
+                if not slot.process.is_alive():
+                    # died starting: for another reason than its configuration, the watch
+                    # loop restarts it
+                    return slot.process.exitcode != _CANNOT_CONFIGURE
+            pending = [s for s in pending if not _said_ready(s.ready)]
+        return True
+
+    def _watch(self) -> None:
+        while not self._stopping:
+            wait_for_any([s.process.sentinel for s in self._slots], timeout=0.5)
+            now = time.monotonic()
+            for slot in self._slots:
+                if self._stopping or slot.process.is_alive():
+                    continue
+                if slot.restart_at == 0.0:
+                    lived = now - slot.started
+                    slot.early_deaths = slot.early_deaths + 1 if lived < _EARLY_DEATH else 0
+                    pause = min(_RESTART_PAUSE_MAX, 0.5 * 2 ** (slot.early_deaths - 1)) \
+                        if slot.early_deaths else 0.0
+                    slot.restart_at = now + pause
+                    log.warning("worker %d (pid %d) exited with %s after %.0f s; restarting it%s",
+                                slot.index, slot.process.pid, slot.process.exitcode, lived,
+                                f" in {pause:.1f} s" if pause else "")
+                if now >= slot.restart_at:
+                    slot.process.close()
+                    slot.restart_at = 0.0
+                    self._start(slot)
+
+    def _stop_all(self) -> int:
+        alive = [s.process for s in self._slots if s.process.is_alive()]
+        for process in alive:
+            try:
+                os.kill(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + _GRACE
+        for process in alive:
+            process.join(max(0.0, deadline - time.monotonic()))
+        code = 0
+        for slot in self._slots:
+            process = slot.process
+            if process.is_alive():
+                log.error("worker %d did not stop within %.0f s: killed", slot.index, _GRACE)
+                process.kill()
+                process.join(5)
+                code = 1
+            elif process.exitcode not in (0, -signal.SIGTERM, -signal.SIGINT):
+                code = 1
+        return code
+

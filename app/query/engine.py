@@ -1,0 +1,170 @@
+"""Lists for dashboards: filtered, sorted, paged, projected and counted from the cache.
+
+After the namespace and the selectors have cut the candidates with the
+indexer's indexes, ``filter`` is tested, ``sortBy`` orders, ``summary``
+counts — all on the resource's columns (``app.query.values``: values kept per
+object version, so a repeated query parses only what changed) — and
+``fields`` projects each item of the page (bytes kept per version too).
+
+A dashboard refreshes the same query every few seconds, often with nothing
+changed: the whole answer is kept per (query, page, resourceVersion)
+(``Views.answer``, the last ``MAX_ANSWERS``, each up to ``KEEP_ANSWERS_BELOW``),
+so a refresh while nothing changed sends stored bytes without selecting
+anything; and the filtered, sorted result is kept per (query,
+resourceVersion) (the last ``MAX_RESULTS``), so another page of it costs a
+slice and a join. Work over many objects not yet in the columns runs on a worker
+thread (``app.bridge``), so a first query over 10,000 Pods never stalls the
+event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.bridge import run_blocking
+from app.query.values import Columns
+from app.cache.hub import EventHub
+from app.query.fieldpath import FieldPath
+from app.query.filters import Filter
+from app.query.projection import Projection
+from app.kube.request import Query
+from app.query.selection import Selection
+from app.query.ordering import Ordering
+from app.query.summary import summary_bytes
+from informer_core.encoded import EncodedObject
+
+__all__ = ["KEEP_ANSWERS_BELOW", "Result", "Views"]
+
+MAX_RESULTS = 32
+MAX_ANSWERS = 32
+KEEP_ANSWERS_BELOW = 4 * 1024 * 1024  # answers kept whole, up to 32 × 4 MiB per resource
+MAX_PROJECTIONS = 32
+_INLINE_BELOW = 1000  # objects evaluated on the loop itself; more go to a thread
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a dashboard query selects, in order, at one version."""
+
+    objects: list[EncodedObject]
+    places: Sequence[tuple] | None  # each object's place in the sort order (sortBy only)
+    summary: bytes | None
+
+
+class Views:
+    """One resource's columns, projections and recent results; used on the loop
+    and, for large evaluations, on worker threads."""
+
+    def __init__(self) -> None:
+        self.columns = Columns()
+        self._projections: OrderedDict[str, Projection] = OrderedDict()
+        self._results: OrderedDict[tuple, Result] = OrderedDict()
+        self._answers: OrderedDict[tuple, tuple[str, bytes, dict[str, str]]] = OrderedDict()
+        self._lock = asyncio.Lock()  # one large evaluation at a time per resource
+
+    def projection(self, text: str, paths: tuple[FieldPath, ...]) -> Projection:
+        """The kept projection of ``fields=text``."""
+        found = self._projections.get(text)
+        if found is None:
+            found = self._projections[text] = Projection(text, paths)
+            while len(self._projections) > MAX_PROJECTIONS:
+                self._projections.popitem(last=False)
+        else:
+            self._projections.move_to_end(text)
+        return found
+
+    def answer(self, key: tuple, version: str) -> tuple[bytes, dict[str, str]] | None:
+        """The whole answer kept for ``key`` if it was made at ``version``."""
+        found = self._answers.get(key)
+        if found is None or found[0] != version:
+            return None
+        self._answers.move_to_end(key)
+        return found[1], found[2]
+
+    def keep_answer(self, key: tuple, version: str, body: bytes, headers: Any) -> None:
+        """Keep a dashboard answer's bytes and headers for a refresh at the same version."""
+        kept = {k: v for k, v in headers.items() if k.lower() not in ("content-length", "etag")}
+        self._answers[key] = (version, body, kept)
+        self._answers.move_to_end(key)
+        while len(self._answers) > MAX_ANSWERS:
+            self._answers.popitem(last=False)
+
+    async def result(self, objects: list[EncodedObject], query: Query, fingerprint: str,
+                     resource_version: str) -> Result:
+        """The filtered (sorted, counted) objects of a query, from the kept results if
+        the same query was answered at the same version."""
+        key = (fingerprint, resource_version)
+        found = self._results.get(key)
+        if found is not None:
+            self._results.move_to_end(key)
+            return found
+        if len(objects) < _INLINE_BELOW:
+            found = self.evaluate(objects, query.filters, query.ordering, query.summary,
+                                  resource_version)
+        else:
+            async with self._lock:  # a burst of the same cold query parses once
+                found = self._results.get(key)
+                if found is None:
+                    found = await run_blocking(self.evaluate, objects, query.filters,
+                                               query.ordering, query.summary, resource_version)
+        self._results[key] = found
+        while len(self._results) > MAX_RESULTS:
+            self._results.popitem(last=False)
+        self.columns.forget_absent(len(objects))
+        return found
+
+    def evaluate(self, objects: list[EncodedObject], filters: Sequence[Filter],
+                 ordering: Ordering | None, summary: Sequence[FieldPath] | None,
+                 resource_version: str) -> Result:
+        """Filter, then sort or count: the work behind ``result``."""
+        if filters:
+            objects = self.keep(objects, filters)
+        if summary is not None:
+            return Result(objects, None, summary_bytes(summary, self.columns, objects,
+                                                       resource_version))
+        if ordering is not None:
+            ordered, places = ordering.sort(self.columns, objects)
+            return Result(ordered, places, None)
+        return Result(objects, None, None)
+
+    def keep(self, objects: list[EncodedObject], filters: Sequence[Filter]) -> list[EncodedObject]:
+        """The objects that pass every filter, tested on the columns."""
+        table = self.columns.table([f.path for f in filters], objects)
+        keep = filters[0].mask(table[0])
+        for f, values in zip(filters[1:], table[1:]):
+            keep = [k and m for k, m in zip(keep, f.mask(values))]
+        return [o for o, k in zip(objects, keep) if k]
+
+    def snapshot(self, hub: EventHub, selection: Selection) -> list[EncodedObject]:
+        """A stream's first state: the hub's matching objects, filters tested on the columns."""
+        if not selection.filters:
+            return hub.snapshot(selection)
+        return self.keep(hub.snapshot(selection.unfiltered()), selection.filters)
+
+    async def warm(self, hub: EventHub, selection: Selection) -> None:
+        """Before a filtered stream's first state: fill the filters' columns on a thread
+        when many objects are not in them yet, so that ``snapshot`` is quick on the loop."""
+        if not selection.filters:
+            return
+        objects = hub.snapshot(selection.unfiltered(), ordered=False)
+        paths = [f.path for f in selection.filters]
+        if len(objects) >= _INLINE_BELOW and self.columns.stale(paths, objects) >= _INLINE_BELOW // 4:
+            await run_blocking(self.columns.table, paths, objects)
+
+    async def project(self, projection: Projection, objects: Sequence[EncodedObject]) -> list[bytes]:
+        """Each object's projected bytes: those kept are taken on the loop, the rest made
+        there too when few, else on a thread."""
+        items, missing = projection.kept_bytes(objects)
+        if len(missing) < _INLINE_BELOW // 4:
+            for i in missing:
+                items[i] = projection.bytes_of(objects[i])
+        else:
+            made = await run_blocking(lambda: [projection.bytes_of(objects[i]) for i in missing])
+            for i, raw in zip(missing, made):
+                items[i] = raw
+            projection.forget_absent(len(objects))
+        return items

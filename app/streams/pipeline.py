@@ -1,0 +1,231 @@
+"""One pipeline for every stream: admission, the first state, the read loop, teardown.
+
+A watch (``?watch=true``) and an event stream (``Accept: text/event-stream``)
+differ only in how they put things into bytes and how a client names where it
+left off; both are a ``StreamEncoder`` (``app.streams.watch``, ``app.streams.sse``) run by
+``open_stream``:
+
+1. admission: a slot of the stream limiter (refused as the encoder says), then
+   the resource's cache, waited for however long its sync takes (a stream
+   never answers 503);
+2. the first state, then the subscription, with no ``await`` in between: on
+   the loop nothing changes the hub meanwhile, so nothing is missed or doubled
+   (a client resuming from a version this process has not reached yet — given
+   by another one — is first given the moment its watch needs to get there);
+3. the loop: batches of matching events as they come; the encoder's timer
+   (heartbeats, bookmarks) when idle; the access checked again whenever the
+   decision it was granted on expires (``Authorization.reauthorize``); the end
+   when the subscriber fell behind, the cache went away, the caller lost the
+   right to watch (an ``ERROR`` with the 401 or 403 ``Status``, and no resume
+   into data they may not read), ``timeoutSeconds`` passed or the gateway
+   stops, each with the encoder's last words;
+4. teardown, however the stream ends: unsubscribe, release the slot, count it.
+
+The bytes go out as the client takes them (``StreamBody``): flow control makes a
+send wait while the client's socket is full, which paces a slow reader and holds
+at most one chunk of the first state in memory (it is joined lazily, slice by
+slice). A client that stops reading altogether falls behind: its queue overflows
+(and is let go at once); if its last words cannot be sent within
+``stall_timeout`` either, its connection is closed. So a stream costs the same
+bounded memory whether its reader reads or not, and never holds events back from
+the others.
+
+Anything that must hold for every stream (authorization re-checks, per-worker
+behaviour) belongs here, once. A re-check that cannot be made (the API server
+does not answer) ends the stream too: it fails closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import Any, Protocol
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from app.auth.authorization import Grant
+from app.cache.resources import ResourceCache
+from app.cache.hub import Event, Subscriber
+from app.kube.request import Query
+from app.query.selection import Selection
+from app.kube.status import StatusError, not_found
+
+__all__ = ["StreamBody", "StreamEncoder", "open_stream"]
+
+log = logging.getLogger(__name__)
+
+
+class StreamEncoder(Protocol):
+    """How one kind of stream is written; one instance per stream."""
+
+    name: str  # the metrics label: "watch" or "sse"
+    media_type: str
+    headers: dict[str, str]
+
+    def refuse(self, message: str) -> Response:
+        """The answer when no stream slot is free (or raise a ``StatusError``)."""
+
+    async def catch_up(self, entry: ResourceCache) -> None:
+        """Wait (briefly) until the cache has reached the version the client resumes from."""
+
+    def begin(self, entry: ResourceCache, subscriber: Subscriber) -> tuple[Iterable[bytes], bool]:
+        """The first chunks (state or replay), joined as they are taken, and whether the
+        stream goes on live. What they hold is fixed when ``begin`` returns."""
+
+    def events(self, batch: list[tuple[Event, str]]) -> bytes:
+        """A batch of live events."""
+
+    def next_tick(self, now: float) -> float | None:
+        """When ``tick`` wants to run next (``None``: never)."""
+
+    def tick(self, now: float, idle: bool) -> bytes | None:
+        """Bytes due at ``now`` (a heartbeat, a bookmark); ``idle``: no batch came."""
+
+    def ended(self, why: str) -> bytes | None:
+        """The last words: ``behind``, ``unloaded`` or ``shutdown``."""
+
+    def refused(self, error: StatusError) -> bytes:
+        """The last words when the caller may no longer read: an ``ERROR`` with ``error``."""
+
+
+async def open_stream(gateway: Any, request: Request, grant: Grant, selection: Selection,
+                      query: Query, encoder: StreamEncoder) -> Response:
+    """Admit, load and start a stream of ``grant.access``; see the module docstring."""
+    resource = grant.access.resource
+    settings = gateway.settings
+    client = request.client.host if request.client else ""
+    refusal = gateway.limiter.acquire(client)
+    if refusal is not None:
+        return encoder.refuse(f"too many open streams: {refusal}")
+    try:
+        entry = await gateway.cache.load(resource, wait=None)  # streams wait for the sync
+    except BaseException:
+        gateway.limiter.release(client)
+        raise
+    try:
+        await encoder.catch_up(entry)  # a version given by another process may be a moment ahead
+        await entry.views.warm(entry.hub, selection)  # filters' values read off the loop
+        await entry.hub.between_bursts()
+    except BaseException:
+        gateway.limiter.release(client)
+        raise
+    gateway.metrics.stream_opened(encoder.name)
+    hub = entry.hub
+    subscriber = Subscriber(selection, settings.subscriber_queue, client)
+    first, live = encoder.begin(entry, subscriber)
+    if live:
+        hub.subscribe(subscriber)  # no await since the first state: nothing missed
+    deadline = time.monotonic() + query.timeout_seconds if query.timeout_seconds else None
+    closing = gateway.closing
+    authorization = gateway.authorization
+
+    async def stream() -> AsyncIterator[bytes]:
+        granted = grant
+        try:
+            for chunk in first:
+                yield chunk
+            if not live:
+                return
+            while not closing.is_set():
+                now = time.monotonic()
+                if now >= granted.expires:
+                    try:
+                        granted = await authorization.reauthorize(granted)
+                    except StatusError as error:
+                        yield encoder.refused(error)
+                        return
+                waits = [t - now for t in (deadline, encoder.next_tick(now), granted.expires)
+                         if t is not None and t != math.inf]
+                batch = await subscriber.next_batch(max(0.0, min(waits)) if waits else None)
+                for piece in _pieces(batch):
+                    yield encoder.events(piece)
+                if subscriber.closed and subscriber.why == "gone":
+                    yield encoder.refused(not_found(
+                        f"the resource {_named(resource)} went away from the API server (its "
+                        f"CustomResourceDefinition or API service was deleted)",
+                        resource=resource.resource, group=resource.group))
+                    return
+                if subscriber.overflowed or subscriber.closed:
+                    last = encoder.ended("behind" if subscriber.overflowed else "unloaded")
+                    if last:
+                        yield last
+                    return
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    return
+                due = encoder.tick(now, idle=not batch)
+                if due:
+                    yield due
+            last = encoder.ended("shutdown")
+            if last:
+                yield last
+        finally:
+            hub.unsubscribe(subscriber)
+            gateway.limiter.release(client)
+            gateway.metrics.stream_closed(encoder.name)
+
+    return StreamBody(stream(), subscriber, settings.stall_timeout, media_type=encoder.media_type,
+                      headers=encoder.headers)
+
+
+class StreamBody(StreamingResponse):
+    """A stream's bytes; a client that stopped reading is cut off (see the module docstring).
+
+    Starlette stops sending when ``listen_for_disconnect`` returns (the client went
+    away); it returns as well when the subscriber fell behind and the stream did
+    not end within ``stall_timeout`` — its sends were blocked on a full socket.
+    """
+
+    def __init__(self, content: AsyncIterator[bytes], subscriber: Subscriber, stall_timeout: float,
+                 media_type: str, headers: dict[str, str]) -> None:
+        super().__init__(content, media_type=media_type, headers=headers)
+        self._subscriber = subscriber
+        self._stall_timeout = stall_timeout
+
+    async def stream_response(self, send: Any) -> None:
+        try:
+            await super().stream_response(send)
+        finally:
+            # Cut off or disconnected: end the stream now (unsubscribe, free its slot) rather
+            # than whenever the garbage collector finalizes it. Its teardown does not wait.
+            with anyio.CancelScope(shield=True):
+                await self.body_iterator.aclose()
+
+    async def listen_for_disconnect(self, receive: Any) -> None:
+        watchers = {asyncio.ensure_future(super().listen_for_disconnect(receive)),
+                    asyncio.ensure_future(self._stalled())}
+        try:
+            await asyncio.wait(watchers, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for watcher in watchers:
+                watcher.cancel()
+
+    async def _stalled(self) -> None:
+        await self._subscriber.fell_behind.wait()
+        await asyncio.sleep(self._stall_timeout)
+        log.warning("closing a stream to %s: it stopped reading (fell behind, then nothing "
+                    "taken for %.0f s)", self._subscriber.client or "a client", self._stall_timeout)
+
+
+_PIECE = 64 * 1024  # bytes of objects per write: what one stalled reader's buffer may hold
+
+
+def _pieces(batch: list[tuple[Event, str]]) -> Iterator[list[tuple[Event, str]]]:
+    """Split a batch into runs of about ``_PIECE`` bytes, so no write joins a whole burst."""
+    start, size = 0, 0
+    for i, (event, _) in enumerate(batch):
+        size += len(event.obj.raw)
+        if size >= _PIECE:
+            yield batch[start:i + 1]
+            start, size = i + 1, 0
+    if start < len(batch):
+        yield batch[start:]
+
+
+def _named(resource: Any) -> str:
+    return f"{resource.resource}.{resource.group}" if resource.group else resource.resource

@@ -1,0 +1,138 @@
+"""The Kubernetes watch protocol (``?watch=true``): the watch encoder of ``app.streams.pipeline``.
+
+One JSON event per line. With ``resourceVersion`` unset or ``"0"`` the stream
+starts with an ``ADDED`` event for every current matching object; with a
+version it resumes after it, on whichever process the client reaches (see
+``app.cache.hub``: consistent points); a version older than the hub's ring (or one
+that no point covers) gets an ``ERROR`` event with a 410 ``Status``
+— client-go relists by itself, the official Python client raises
+``ApiException(410)``, exactly as against the API server. ``BOOKMARK`` events
+come every ``bookmark_interval`` seconds when asked for; ``timeoutSeconds``
+ends the stream. A subscriber too slow to keep up is disconnected (as the API
+server's watch cache does) and resumes from its last version.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+import orjson
+from starlette.responses import Response
+
+from app.cache.resources import ResourceCache
+from app.cache.hub import Event, Subscriber, parse_rv
+from app.cache.requested_version import FRESHNESS_WAIT
+from app.query.projection import Projection
+from app.kube.request import Accept, Query
+from app.kube.status import StatusError, status_body
+from app.kube.table import table_bytes
+
+__all__ = ["WatchEncoder"]
+
+_CHUNK = 256  # objects per write of the initial state
+
+
+def _error_line(code: int, message: str, reason: str) -> bytes:
+    return orjson.dumps({"type": "ERROR", "object": status_body(code, message, reason)}) + b"\n"
+
+
+class WatchEncoder:
+    """Writes a watch: JSON objects or Table rows, one event per line."""
+
+    name = "watch"
+    media_type = "application/json"
+    headers = {"Cache-Control": "no-cache, private", "X-Content-Type-Options": "nosniff"}
+
+    def __init__(self, accept: Accept, query: Query, bookmark_interval: float) -> None:
+        self.accept = accept
+        self.projection: Projection | None = None  # fields= (not on Table rows)
+        self.query = query
+        self.headers_sent = False
+        self.entry: ResourceCache | None = None  # set by begin
+        self._interval = bookmark_interval
+        self._next_bookmark = time.monotonic() + bookmark_interval if query.allow_bookmarks else None
+
+    # -- the stream's parts ----------------------------------------------------------
+
+    def refuse(self, message: str) -> Response:
+        raise StatusError(429, message, "TooManyRequests", headers={"Retry-After": "1"})
+
+    async def catch_up(self, entry: ResourceCache) -> None:
+        version = parse_rv(self.query.resource_version)
+        if version > entry.hub.rv:
+            await entry.hub.placed(version, FRESHNESS_WAIT)
+
+    def begin(self, entry: ResourceCache, subscriber: Subscriber) -> tuple[Iterable[bytes], bool]:
+        """All current objects for no version or ``"0"``; else the events after it, or 410."""
+        self.entry = entry
+        hub = entry.hub
+        if self.query.fields_paths is not None and self.accept.kind != "table":
+            self.projection = entry.views.projection(self.query.fields_text, self.query.fields_paths)
+        version = self.query.resource_version
+        if version in ("", "0"):
+            objects = entry.views.snapshot(hub, subscriber.selection)
+            return (self.snapshot(objects[i:i + _CHUNK]) for i in range(0, len(objects), _CHUNK)), True
+        events = hub.events_after_rv(parse_rv(version), watch=True)
+        if events is None and hub.ahead_of(parse_rv(version)):
+            subscriber.since = parse_rv(version)  # given by another process: it is ahead
+            return [], True
+        if events is None:
+            return [_error_line(410, f"too old resource version: {version} ({hub.oldest})",
+                                "Expired")], False
+        missed = subscriber.replay(events)
+        return ([self.events(missed)] if missed else []), True
+
+    def next_tick(self, now: float) -> float | None:
+        return self._next_bookmark
+
+    def tick(self, now: float, idle: bool) -> bytes | None:
+        if self._next_bookmark is None or now < self._next_bookmark:
+            return None
+        self._next_bookmark = now + self._interval
+        exact = self.entry.hub.exact
+        return None if exact is None else self.bookmark(exact)
+
+    def ended(self, why: str) -> bytes | None:
+        return None  # too slow, gone or stopping: the client re-watches from its last version
+
+    def refused(self, error: StatusError) -> bytes:
+        return orjson.dumps({"type": "ERROR", "object": error.body()}) + b"\n"
+
+    # -- bytes -------------------------------------------------------------------------
+
+    def events(self, batch: list[tuple[Event, str]]) -> bytes:
+        if self.accept.kind != "table":
+            parts: list[bytes] = []
+            for event, kind in batch:
+                parts.extend(event.frame_parts(kind, "watch", self.projection))
+            return b"".join(parts)
+        lines = []
+        for event, kind in batch:
+            obj = orjson.loads(event.object_bytes(kind, "watch"))
+            name = "DELETED" if kind == "DELETED_OLD" else kind
+            lines.append(self._table_line(name, obj))
+        return b"".join(lines)
+
+    def snapshot(self, objects: list) -> bytes:
+        if self.accept.kind != "table":
+            project = self.projection
+            return b"".join(b'{"type":"ADDED","object":'
+                            + (o.raw if project is None else project.bytes_of(o)) + b"}\n"
+                            for o in objects)
+        return b"".join(self._table_line("ADDED", o.to_dict()) for o in objects)
+
+    def _table_line(self, kind: str, obj: dict) -> bytes:
+        table = table_bytes([obj], self.entry.printer, table_version=self.accept.table_version,
+                            include=self.query.include_object, headers=not self.headers_sent,
+                            resource_version=obj.get("metadata", {}).get("resourceVersion", ""))
+        self.headers_sent = True
+        return b'{"type":"' + kind.encode() + b'","object":' + table + b"}\n"
+
+    def bookmark(self, rv: int) -> bytes:
+        res = self.entry.resource
+        return orjson.dumps({"type": "BOOKMARK", "object": {
+            "kind": res.kind, "apiVersion": res.api_version,
+            "metadata": {"resourceVersion": str(rv)}}}) + b"\n"
+
+

@@ -1,0 +1,224 @@
+"""The one authorization point: the resource policy (names as kubectl writes them; deny wins;
+secrets denied by default), then, with ``--authz kubernetes``, the caller's own rights over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import orjson
+import pytest
+
+from app.auth.authorization import Access, Authorization, ResourcePolicy
+from app.process.demo import seed_workload
+from app.kube.status import StatusError
+from control_plane.fake import FakeCluster
+from informer_core.discovery import APIResource
+from tests.app.conftest import run_gateway
+from tests.app.fake_reviewer import TableReviewer
+from tests.app.readers import LineReader
+from tests.helpers import wait_until
+
+SECRETS = APIResource("", "v1", "secrets", "Secret", True, frozenset({"list", "watch"}), singular="secret")
+PODS = APIResource("", "v1", "pods", "Pod", True, frozenset({"list", "watch"}), ("po",), "pod")
+DEPLOY = APIResource("apps", "v1", "deployments", "Deployment", True, frozenset({"list", "watch"}), ("deploy",))
+WIDGETS = APIResource("example.com", "v1", "widgets", "Widget", True, frozenset({"list", "watch"}))
+
+
+def test_default_policy_denies_secrets_only():
+    policy = ResourcePolicy()
+    assert not policy.permits(SECRETS)
+    assert all(policy.permits(r) for r in (PODS, DEPLOY, WIDGETS))
+
+
+@pytest.mark.parametrize("allow,deny,expected", [
+    ((), ("secrets",), {"pods", "deployments", "widgets"}),
+    (("pods", "deployments.apps"), (), {"pods", "deployments"}),
+    (("po", "deploy"), (), {"pods", "deployments"}),
+    (("deployments.v1.apps", "widgets.example.com"), (), {"deployments", "widgets"}),
+    (("*",), ("widgets.example.com", "secret"), {"pods", "deployments"}),
+    (("pods",), ("pods",), set()),
+    (("deployments.extensions",), (), set()),
+])
+def test_allow_and_deny(allow, deny, expected):
+    policy = ResourcePolicy(allow, deny)
+    assert {r.resource for r in (SECRETS, PODS, DEPLOY, WIDGETS) if policy.permits(r)} == expected
+
+
+def test_authorization_raises_a_403_status_naming_the_resource():
+    authz = Authorization(ResourcePolicy())
+    asyncio.run(authz.authorize(None, Access("list", PODS)))
+    with pytest.raises(StatusError) as info:
+        asyncio.run(authz.authorize(None, Access("watch", SECRETS, "default")))
+    assert info.value.code == 403 and "secrets" in info.value.message
+    assert Access("watch", SECRETS, "default").describe() == 'watch secrets in the namespace "default"'
+
+
+# -- over HTTP, with --authz kubernetes (reviews answered from a table) ------------------------
+
+USERS = {"t-alice": {"username": "alice", "groups": ["dev"]},
+         "t-bob": {"username": "bob", "groups": ["dev"]}}
+
+
+@pytest.fixture(scope="module")
+def fake():
+    cluster = FakeCluster()
+    seed_workload(cluster, "demo-shop")
+    return cluster
+
+
+@pytest.fixture
+def reviewer():
+    return TableReviewer(USERS, {("alice", "*", "pods", "demo-shop"), ("alice", "get", "/api", ""),
+                                 ("alice", "get", "/metrics", "")})
+
+
+@pytest.fixture
+def authorizing(fake, reviewer):
+    with run_gateway(fake, reviewer=reviewer, authz="kubernetes", authz_cache_ttl=0.5,
+                     authz_deny_cache_ttl=0.5) as running:
+        yield running
+
+
+def client(gateway, token=None, **headers):
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return httpx.Client(base_url=gateway.url, headers=headers, timeout=30)
+
+
+def test_authentication_comes_before_every_other_answer(authorizing):
+    with client(authorizing) as anonymous:
+        for method, path in (("GET", "/api/v1/namespaces/demo-shop/pods"), ("GET", "/api/v1/nopes"),
+                             ("POST", "/api/v1/namespaces/demo-shop/pods"), ("GET", "/api"),
+                             ("GET", "/version"), ("GET", "/metrics"), ("GET", "/no/such")):
+            got = anonymous.request(method, path)
+            assert got.status_code == 401 and got.json()["reason"] == "Unauthorized", (method, path)
+        for path in ("/healthz", "/livez", "/readyz"):
+            assert anonymous.get(path).status_code == 200
+    with client(authorizing, "t-alice") as alice:
+        assert alice.get("/api/v1/nopes").status_code == 404
+        assert alice.post("/api/v1/namespaces/demo-shop/pods").status_code == 405
+        assert alice.get("/api").status_code == 200 and alice.get("/metrics").status_code == 200
+        assert alice.get("/apis").status_code == 403  # no row allows it
+    with client(authorizing, "t-bob") as bob:
+        got = bob.get("/metrics")
+        assert got.status_code == 403
+        assert got.json()["message"] == 'forbidden: User "bob" cannot get path "/metrics"'
+
+
+def test_the_resource_policy_still_applies_to_a_caller_allowed_everything(fake, reviewer):
+    reviewer.allowed.add(("alice", "*", "*", "*"))
+    with run_gateway(fake, reviewer=reviewer, authz="kubernetes") as running, \
+            client(running, "t-alice") as alice:
+        got = alice.get("/api/v1/namespaces/demo-shop/secrets")
+        assert got.status_code == 403 and "resource policy" in got.json()["message"]
+        assert alice.get("/api/v1/namespaces/demo-shop/pods").status_code == 200
+
+
+def test_a_burst_of_requests_with_a_new_token_makes_one_review_of_each_kind(authorizing, reviewer):
+    reviewer.delay = 0.2
+    path = "/api/v1/namespaces/demo-shop/pods"
+    with client(authorizing, "t-alice") as alice:
+        alice.get(path)  # the cache is loaded; its reviews are now kept
+        reviewer.token_reviews.clear()
+        reviewer.access_reviews.clear()
+        authorizing.gateway.authorization.delegated.tokens.clear()
+        authorizing.gateway.authorization.delegated.accesses.clear()
+
+    async def burst():
+        async with httpx.AsyncClient(base_url=authorizing.url, timeout=30,
+                                     headers={"Authorization": "Bearer t-alice"}) as http:
+            return await asyncio.gather(*(http.get(path) for _ in range(50)))
+
+    answers = asyncio.run(burst())
+    assert {a.status_code for a in answers} == {200}
+    assert len(reviewer.token_reviews) == 1 and len(reviewer.access_reviews) == 1
+
+
+def test_the_dns_rebinding_guard_is_for_gateways_that_authorize_nobody(authorizing):
+    with client(authorizing, "t-alice", Host="gateway.example.com") as alice:
+        assert alice.get("/api/v1/namespaces/demo-shop/pods").status_code == 200
+
+
+@pytest.mark.parametrize("kind", ["watch", "sse"])
+def test_a_stream_is_reauthorized_as_its_decision_expires_and_ends_when_refused(
+        authorizing, reviewer, kind):
+    headers = {"Authorization": "Bearer t-alice"}
+    target = "/api/v1/namespaces/demo-shop/pods"
+    if kind == "watch":
+        target += "?watch=true"
+    else:
+        headers["Accept"] = "text/event-stream"
+    reader = LineReader(authorizing.url + target, headers=headers)
+    try:
+        wait_until(lambda: reader.status == 200, 10, message="the stream to open")
+        asked = len(reviewer.access_reviews)
+        wait_until(lambda: len(reviewer.access_reviews) >= asked + 2, 5,
+                   message="two re-authorizations (every 0.5 s)")
+        assert not reader.ended(timeout=0)
+        reviewer.allowed.discard(("alice", "*", "pods", "demo-shop"))
+        reader.wait_for(lambda lines: any('"code":403' in line for line in lines), timeout=5)
+        assert reader.ended(timeout=5)
+        last = [line for line in reader.lines if '"code":403' in line][-1]
+        status = orjson.loads(last.removeprefix("data: "))
+        status = status.get("object", status)
+        assert status["message"] == ('pods is forbidden: User "alice" cannot watch resource '
+                                     '"pods" in API group "" in the namespace "demo-shop"')
+    finally:
+        reader.close()
+
+
+def test_a_stream_whose_reauthorization_cannot_be_made_ends_failing_closed(authorizing, reviewer):
+    reader = LineReader(authorizing.url + "/api/v1/namespaces/demo-shop/pods?watch=true",
+                        headers={"Authorization": "Bearer t-alice"})
+    try:
+        wait_until(lambda: reader.status == 200, 10, message="the stream to open")
+        reviewer.failing = True
+        reader.wait_for(lambda lines: any('"code":503' in line for line in lines), timeout=5)
+        assert reader.ended(timeout=5)
+    finally:
+        reader.close()
+        reviewer.failing = False
+
+
+def test_a_partitioned_list_stays_partitioned_while_the_denial_is_kept(fake, reviewer):
+    """The cluster-wide denial is cached; the partition must still be served from it."""
+    fake.ensure_namespace("other")
+    fake.create("/api/v1/namespaces/other/pods", {"apiVersion": "v1", "kind": "Pod",
+                                                 "metadata": {"name": "elsewhere"}})
+    with run_gateway(fake, reviewer=reviewer, authz="kubernetes",
+                     namespace_partitioned_lists=True) as running, \
+            client(running, "t-alice") as alice:
+        for _ in range(3):
+            got = alice.get("/api/v1/pods")
+            assert got.status_code == 200
+            assert {o["metadata"]["namespace"] for o in got.json()["items"]} == {"demo-shop"}
+        with client(running, "t-bob") as bob:  # no namespace at all: the API server's 403
+            got = bob.get("/api/v1/pods")
+            assert got.status_code == 403
+            assert got.json()["message"].endswith('cannot list resource "pods" in API group "" '
+                                                  'at the cluster scope')
+
+
+def test_kept_dashboard_answers_never_cross_partitions(fake, reviewer):
+    """Dashboard answers and results are kept per query and version: the caller's partition
+    is part of what makes them, so a caller never gets another's kept answer."""
+    fake.ensure_namespace("other")
+    if fake.get("/api/v1/namespaces/other/pods/elsewhere", ok_missing=True) is None:
+        fake.create("/api/v1/namespaces/other/pods", {"apiVersion": "v1", "kind": "Pod",
+                                                     "metadata": {"name": "elsewhere"}})
+    reviewer.tokens["t-carol"] = {"username": "carol", "groups": []}
+    reviewer.allowed.add(("carol", "*", "pods", "other"))
+    with run_gateway(fake, reviewer=reviewer, authz="kubernetes",
+                     namespace_partitioned_lists=True) as running, \
+            client(running, "t-alice") as alice, client(running, "t-carol") as carol:
+        for query in ("summary=metadata.namespace", "sortBy=metadata.name&limit=3",
+                      "fields=metadata.name", "filter=metadata.name~e"):
+            first = alice.get(f"/api/v1/pods?{query}").json()
+            second = carol.get(f"/api/v1/pods?{query}").json()
+            if "counts" in first:
+                assert set(first["counts"]["metadata.namespace"]) == {"demo-shop"}
+                assert set(second["counts"]["metadata.namespace"]) == {"other"}
+            else:
+                assert {o["metadata"]["namespace"] for o in first["items"]} == {"demo-shop"}, query
+                assert {o["metadata"]["namespace"] for o in second["items"]} == {"other"}, query

@@ -1,0 +1,222 @@
+"""EventHub: a consistent view, a ring with exact ids, and honest resourceVersion resumes."""
+
+from __future__ import annotations
+
+import asyncio
+
+from app.cache.hub import HOLD_INEXACT, EventHub, Subscriber
+from app.query.selection import Selection
+from informer_core.delta_fifo import DeletedFinalStateUnknown
+from informer_core.encoded import EncodedObject
+from informer_core.labels import parse_selector
+
+
+def obj(name, rv, labels=None, ns="n"):
+    return EncodedObject.from_dict({"metadata": {"name": name, "namespace": ns, "resourceVersion": str(rv),
+                                                 "labels": labels or {}}})
+
+
+def ready_hub(*objects, ring=100, at=None):
+    """A hub after an initial list of ``objects`` at version ``at`` (default: the newest)."""
+    hub = EventHub(ring)
+    for o in objects:
+        hub.apply("add", o, None)
+    hub.settle(str(at or max((int(o.resource_version) for o in objects), default=1)))
+    hub.mark_ready()
+    return hub
+
+
+def change(hub, name, rv, old_rv=None, settled=True):
+    """An in-order change, as the informer hands it: the view is at ``rv`` after it."""
+    kind = "add" if old_rv is None else "update"
+    hub.apply(kind, obj(name, rv), obj(name, old_rv) if old_rv else None,
+              str(rv) if settled else "")
+
+
+def test_initial_population_is_not_an_event_and_sets_the_version():
+    hub = ready_hub(obj("a", 5), obj("b", 7), at=12)  # listed at 12: nothing changed since 7
+    assert hub.rv == 12 and hub.exact == 12 and hub.seq == 0 and list(hub.ring) == []
+    assert [o.key for o in hub.snapshot(Selection())] == ["n/a", "n/b"]
+    assert hub.events_after_rv(12) == [] and hub.events_after_rv(7) is None
+
+
+def test_events_at_points_carry_their_version_as_id_and_resume_by_it():
+    hub = ready_hub(obj("a", 5))
+    change(hub, "b", 8)
+    change(hub, "a", 9, 5)
+    hub.apply("delete", obj("b", 10), None, "10")
+    assert [(e.type, e.obj.name, e.rv, e.id) for e in hub.ring] == [
+        ("ADDED", "b", 8, "8"), ("MODIFIED", "a", 9, "9"), ("DELETED", "b", 10, "10")]
+    assert [e.obj.name for e in hub.events_after_rv(8, watch=True)] == ["a", "b"]
+    assert hub.events_after_rv(10) == []
+    assert [e.seq for e in hub.events_after_id("8")] == [2, 3]
+    assert [e.seq for e in hub.events_after_id(f"{hub.id}.1")] == [2, 3]
+    assert hub.events_after_id("10") == []
+    assert hub.events_after_id("other.1") is None and hub.events_after_id(f"{hub.id}.99") is None
+
+
+def test_a_version_between_changes_is_the_state_before_the_next_one():
+    hub = ready_hub(obj("a", 5))
+    change(hub, "a", 9, 5)
+    assert [e.rv for e in hub.events_after_rv(7)] == [9], "nothing changed from 5 to 8"
+    assert hub.events_after_rv(4) is None, "before the first point"
+    hub.settle("15")  # a bookmark: nothing changed up to 15
+    assert hub.events_after_rv(12) == [] and hub.rv == 15 and hub.exact == 15
+
+
+def test_same_version_updates_are_not_events():
+    hub = ready_hub(obj("a", 5))
+    hub.apply("update", obj("a", 5), obj("a", 5), "5")  # a resync
+    assert list(hub.ring) == []
+
+
+def test_the_ring_is_bounded_and_old_positions_expire():
+    hub = ready_hub(obj("a", 1), ring=3)
+    for rv in range(2, 8):
+        change(hub, "a", rv, rv - 1)
+    assert [e.rv for e in hub.ring] == [5, 6, 7]
+    assert hub.events_after_rv(3) is None          # evicted: 410
+    assert [e.rv for e in hub.events_after_rv(4)] == [5, 6, 7]
+    assert hub.events_after_id(f"{hub.id}.1") is None and hub.events_after_id("3") is None
+    assert hub.oldest == 4
+
+
+def test_a_burst_grouped_by_object_goes_out_whole_in_version_order():
+    async def scenario():
+        hub = ready_hub(obj("a", 5), obj("b", 6))
+        sub = Subscriber(Selection(), 100)
+        hub.subscribe(sub)
+        # the informer popped a with 9 while b's 7 still waited: not at a point
+        hub.apply("update", obj("a", 9), obj("a", 5), "")
+        assert list(sub._queue) == [], "held: the rest of the burst is on its way"
+        hub.apply("update", obj("b", 7), obj("b", 6), "9")
+        assert [(e.obj.name, e.rv, e.id) for e, _ in sub._queue] == [("b", 7, "7"), ("a", 9, "9")]
+        assert [e.seq for e in hub.ring] == [1, 2] and hub.ring[0].obj.name == "b"
+        assert not any(e.restamped for e in hub.ring), "each at its object's own version"
+        assert [e.obj.name for e in hub.events_after_rv(7, watch=True)] == ["a"]
+        assert hub.events_after_id("9") == [] and hub.events_after_id(f"{hub.id}.1") == [hub.ring[1]]
+        # a lone straggler is not held for good; with no point it is not resumed from
+        hub.apply("update", obj("a", 11), obj("a", 9), "")
+        await asyncio.sleep(HOLD_INEXACT * 3)
+        event, _ = list(sub._queue)[-1]
+        assert (event.obj.name, event.rv, event.id) == ("a", 11, f"{hub.id}.3")
+        assert hub.events_after_rv(11, watch=True) is None
+        hub.apply("update", obj("b", 10), obj("b", 7), "")  # behind what went out: stamped
+        await asyncio.sleep(HOLD_INEXACT * 3)
+        late, _ = list(sub._queue)[-1]
+        assert late.restamped and late.rv == 11
+
+    asyncio.run(scenario())
+
+
+def test_a_relist_tombstone_is_an_event_at_the_lists_point():
+    async def scenario():  # events not at a point are held on the loop
+        hub = ready_hub(obj("a", 5), obj("b", 6))
+        tombstone = DeletedFinalStateUnknown("n/b", obj("b", 6))
+        hub.apply("delete", tombstone, None, "")  # found by a relist listed at 20
+        hub.apply("update", obj("a", 7), obj("a", 5), "20")
+        modified, deleted = hub.ring
+        assert (modified.type, modified.rv, modified.restamped) == ("MODIFIED", 7, False)
+        assert (deleted.type, deleted.rv, deleted.id) == ("DELETED", 20, "20"), \
+            "a deletion of unknown version: last, at the list's version"
+        assert "n/b" not in hub.view and hub.rv == 20
+        assert hub.events_after_rv(7, watch=True) is None, "7 was not a point: the deletion's unplaced"
+        assert [e.type for e in hub.events_after_rv(6)] == ["MODIFIED", "DELETED"]
+        assert hub.events_after_rv(20) == []
+
+    asyncio.run(scenario())
+
+
+def test_another_process_resumes_a_version_exactly_when_it_was_at_that_point_too():
+    async def scenario():  # events not at a point are held on the loop
+        changes = [("b", 8, None), ("a", 9, 5), ("c", 10, None), ("b", 11, 8)]
+        ours, theirs, grouped = (ready_hub(obj("a", 5), at=6) for _ in range(3))
+        for name, rv, old in changes:
+            change(ours, name, rv, old)
+            change(theirs, name, rv, old)
+        # the same changes, but the third process handed out b's two together before a and c
+        grouped.apply("add", obj("b", 8), None, "")
+        grouped.apply("update", obj("b", 11), obj("b", 8), "")
+        grouped.apply("update", obj("a", 9), obj("a", 5), "")
+        grouped.apply("add", obj("c", 10), None, "11")
+        resumed = theirs.events_after_id(ours.ring[1].id)  # "9"
+        assert [(e.obj.name, e.rv) for e in resumed] == [("c", 10), ("b", 11)]
+        assert theirs.events_after_id(f"{ours.id}.2") is None, "a local id is this hub's alone"
+        # the third sent the burst in version order once whole: the same points
+        assert [(e.obj.name, e.id) for e in grouped.ring] == [
+            ("b", "8"), ("a", "9"), ("c", "10"), ("b", "11")]
+        assert [(e.obj.name, e.rv) for e in grouped.events_after_id("9")] == [("c", 10), ("b", 11)]
+
+    asyncio.run(scenario())
+
+
+def test_subscribers_see_selector_transitions():
+    hub = ready_hub(obj("x", 1, {"team": "red"}))
+    sub = Subscriber(Selection(labels=parse_selector("team=red")), 100)
+    hub.subscribe(sub)
+    hub.apply("update", obj("x", 2, {"team": "red", "k": "v"}), obj("x", 1, {"team": "red"}), "2")
+    hub.apply("update", obj("x", 3, {"team": "blue"}), obj("x", 2, {"team": "red", "k": "v"}), "3")
+    hub.apply("add", obj("y", 4, {"team": "blue"}), None, "4")
+    hub.apply("update", obj("x", 5, {"team": "red"}), obj("x", 3, {"team": "blue"}), "5")
+    kinds = [(e.obj.name, k) for e, k in sub._queue]
+    assert kinds == [("x", "MODIFIED"), ("x", "DELETED_OLD"), ("x", "ADDED")]
+    event, kind = list(sub._queue)[1]
+    import orjson
+
+    old_stamped = orjson.loads(event.object_bytes(kind))
+    assert old_stamped["metadata"]["labels"] == {"team": "red", "k": "v"}
+    assert old_stamped["metadata"]["resourceVersion"] == "3"
+
+
+def test_wire_frames_share_the_cached_object_bytes():
+    hub = ready_hub(obj("a", 1))
+    hub.apply("update", obj("a", 2), obj("a", 1), "2")
+    event = hub.ring[-1]
+    prefix, body, suffix = event.frame_parts("MODIFIED", "watch")
+    assert body is event.obj.raw
+    assert prefix + body + suffix == b'{"type":"MODIFIED","object":' + event.obj.raw + b"}\n"
+    sse = b"".join(event.frame_parts("MODIFIED", "sse"))
+    assert sse == b"id: " + event.id.encode() + b"\nevent: MODIFIED\ndata: " + event.obj.raw + b"\n\n"
+
+
+def test_on_the_watch_a_stamped_event_carries_its_events_version_and_on_sse_its_own():
+    import orjson
+
+    hub = ready_hub(obj("a", 5), obj("b", 6))
+    hub.apply("update", obj("a", 9), obj("a", 5), "9")
+    hub.apply("update", obj("b", 7), obj("b", 6), "12")  # a relist's (listed at 12), behind a@9
+    late = hub.ring[-1]
+    assert late.restamped and late.rv == 12
+    watch_obj = orjson.loads(b"".join(late.frame_parts("MODIFIED", "watch"))[:-1].split(
+        b'"object":', 1)[1][:-1])
+    assert watch_obj["metadata"]["resourceVersion"] == "12"
+    assert watch_obj["metadata"]["name"] == "b"
+    sse_obj = late.frame_parts("MODIFIED", "sse")[1]
+    assert sse_obj is late.obj.raw  # SSE is resumed by id: the object as it is
+    on_time = hub.ring[-2]
+    assert not on_time.restamped
+    assert on_time.frame_parts("MODIFIED", "watch")[1] is on_time.obj.raw  # no copy
+
+
+def test_a_client_ahead_of_this_process_is_followed_skipping_what_it_has():
+    async def scenario():
+        hub = ready_hub(obj("a", 5), obj("b", 6), at=10)
+        # another process gave the client version 14 (a's change at 12 included); here the
+        # view is still at 10
+        assert hub.events_after_rv(14) is None and hub.ahead_of(14) and not hub.ahead_of(10)
+        sub = Subscriber(Selection(), 100)
+        sub.since = 14
+        hub.subscribe(sub)
+        change(hub, "a", 12, 5)       # the client has it: skipped
+        change(hub, "b", 15, 6)       # new to it
+        change(hub, "a", 16, 12)
+        assert [(e.obj.name, e.own) for e, _ in sub._queue] == [("b", 15), ("a", 16)]
+        assert sub.since == 0, "past 14: nothing left to skip"
+        late = Subscriber(Selection(), 100)
+        late.since = 20
+        hub.subscribe(late)
+        tombstone = DeletedFinalStateUnknown("n/b", obj("b", 15))
+        hub.apply("delete", tombstone, None, "30")  # a relist's: when it happened is unknown
+        assert late.overflowed, "ended as behind: it resumes from a point next time"
+
+    asyncio.run(scenario())

@@ -1,0 +1,94 @@
+"""The entry point's split: resource paths to the hot path, the rest to FastAPI."""
+
+from __future__ import annotations
+
+import asyncio
+import types
+
+import httpx
+import orjson
+import pytest
+from fastapi import FastAPI
+
+from app.http.asgi import GatewayApp, is_resource_path, route_label
+from app.http.metrics import Metrics
+from tests.app.conftest import run_gateway
+
+
+@pytest.mark.parametrize("path, expected", [
+    ("/api/v1/pods", True), ("/api/v1/namespaces/a/pods/b", True), ("/core/v1/pods", True),
+    ("/apis/apps/v1/deployments", True), ("/apps/v1/deployments", True),
+    ("/api", False), ("/api/v1", False), ("/api/v1/", False), ("/apis", False),
+    ("/apis/apps", False), ("/apis/apps/v1", False), ("/apis/apps/v1/", False),
+    ("/healthz", False), ("/readyz", False), ("/metrics", False), ("/version", False), ("/", False),
+])
+def test_resource_paths_are_told_from_discovery_and_operations(path, expected):
+    assert is_resource_path(path) is expected
+
+
+@pytest.mark.parametrize("path, label", [
+    ("/api/v1/pods", "resource"), ("/apps/v1/deployments", "resource"), ("/healthz", "/healthz"),
+    ("/api", "/api"), ("/api/v1", "discovery"), ("/apis/apps/v1", "discovery"), ("/foo/bar", "other"),
+    ("/", "other"),
+])
+def test_latency_route_labels_are_few_and_never_the_path(path, label):
+    assert route_label(path) == label
+
+
+class _BrokenCache:
+    async def resolve(self, target):
+        raise RuntimeError("boom")
+
+
+def _app_with_broken_cache() -> GatewayApp:
+    api = FastAPI()
+    metrics = Metrics(lambda: {})
+    api.state.gateway = types.SimpleNamespace(cache=_BrokenCache(), metrics=metrics)
+    return GatewayApp(api)
+
+
+def _get(app: GatewayApp, path: str) -> httpx.Response:
+    async def get() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+            return await client.get(path)
+
+    return asyncio.run(get())
+
+
+def test_an_unexpected_error_on_the_hot_path_is_a_500_status_and_is_timed(caplog):
+    app = _app_with_broken_cache()
+    answer = _get(app, "/api/v1/pods")
+    assert answer.status_code == 500
+    assert orjson.loads(answer.content)["reason"] == "InternalError"
+    assert "boom" in caplog.text
+    latency = app.state.gateway.metrics.latency
+    assert latency.labels("resource", "500")._sum.get() > 0
+
+
+def test_a_resource_request_before_start_up_is_a_503_status():
+    answer = _get(GatewayApp(FastAPI()), "/api/v1/pods")
+    assert answer.status_code == 503
+    assert orjson.loads(answer.content)["reason"] == "ServiceUnavailable"
+
+
+@pytest.mark.parametrize("path", ["/core/v1/namespaces/demo-shop/configmaps", "/api", "/api/v1",
+                                  "/version", "/healthz", "/metrics", "/nowhere"])
+def test_a_loopback_gateway_refuses_requests_addressed_to_other_hosts(gateway, path):
+    port = gateway.settings.port
+    for host in ("evil.example.com", f"evil.example.com:{port}", f"10.0.0.5:{port}",
+                 f"localhost.evil.example.com:{port}"):
+        refused = httpx.get(gateway.url + path, headers={"Host": host})
+        assert refused.status_code == 403, (host, refused.text)
+        status = refused.json()
+        assert status["kind"] == "Status" and status["reason"] == "Forbidden"
+        assert "DNS rebinding" in status["message"]
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost", f"[::1]:{port}"):
+        assert httpx.get(gateway.url + path, headers={"Host": host}).status_code != 403, host
+
+
+def test_a_gateway_allowed_to_serve_anonymously_elsewhere_accepts_any_host(backend, demo):
+    with run_gateway(backend, host="0.0.0.0", allow_anonymous=True) as gw:  # still bound to loopback
+        got = httpx.get(f"{gw.url}/core/v1/namespaces/demo-shop/configmaps",
+                        headers={"Host": "gateway.example.com"})
+        assert got.status_code == 200

@@ -1,0 +1,51 @@
+"""The README's first command: `kube-cache-gateway demo` serves a live local cluster, and Ctrl-C stops it all."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from control_plane.cluster import free_port
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.mark.timeout(240)
+def test_demo_serves_the_demo_workload_and_ctrl_c_stops_everything(local_cluster, tmp_path):
+    # local_cluster: the binaries are known to work here; the demo starts a cluster of its own.
+    port = free_port()
+    errors = (tmp_path / "stderr").open("w+")
+    proc = subprocess.Popen([sys.executable, "-m", "app.process.cli", "demo", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=errors, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        lines = []
+        for line in proc.stdout:  # until the banner says where everything is
+            lines.append(line)
+            if "local API server:" in line:
+                break
+        banner = "".join(lines)
+        assert f"http://127.0.0.1:{port}" in banner, banner + (tmp_path / "stderr").read_text()[-2000:]
+        apiserver = re.search(r"local API server: (\S+)", banner).group(1)
+        url = f"http://127.0.0.1:{port}"
+        pods = httpx.get(f"{url}/core/v1/namespaces/demo-shop/pods", timeout=30).json()
+        assert pods["kind"] == "PodList" and pods["items"]
+        widgets = httpx.get(f"{url}/apis/example.com/v1/widgets", timeout=30).json()
+        assert widgets["kind"] == "WidgetList" and widgets["items"]
+        proc.send_signal(signal.SIGINT)
+        rest = proc.communicate(timeout=60)[0]
+        assert proc.returncode == 0
+        assert "Stopped the gateway, the demo workload and the local API server." in rest
+        with pytest.raises(httpx.HTTPError):  # the API server it started is gone too
+            httpx.get(f"{apiserver}/readyz", verify=False, timeout=2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        errors.close()
