@@ -90,6 +90,12 @@ class Gateway:
             self.proc.stderr.close()
 
 
+def _command_module() -> str:
+    """The command's module in the tree this process runs in: ``bench.ab`` starts older
+    checkouts too, from before ``app/`` had wings (``app.cli`` then)."""
+    return "app.process.cli" if Path("app/process/cli.py").exists() else "app.cli"
+
+
 def start_gateway(cluster: LocalCluster, workdir: Path, *args: str, tls: bool = False,
                   ready_timeout: float = 120.0) -> Gateway:
     """Start the gateway against ``cluster``'s primary apiserver; return once ``/readyz`` is 200.
@@ -100,7 +106,7 @@ def start_gateway(cluster: LocalCluster, workdir: Path, *args: str, tls: bool = 
     """
     kubeconfig = cluster.write_kubeconfig(workdir / "kubeconfig", cluster.admin)
     port = free_port()
-    command = [sys.executable, "-m", "app.process.cli", "serve", "--kubeconfig", str(kubeconfig),
+    command = [sys.executable, "-m", _command_module(), "serve", "--kubeconfig", str(kubeconfig),
                "--port", str(port), "--log-level", "warning", *args]
     verify: ssl.SSLContext | bool = True
     scheme = "http"

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from informer_core.delta_fifo import Delta, DeletedFinalStateUnknown, DeltaFIFO, DeltaType
 from informer_core.encoded import EncodedObject
-from informer_core.encoding import EncodingListerWatcher
+from informer_core.encoding_stage import EncodingListerWatcher
 from informer_core.errors import FIFOClosedError
 from informer_core.listwatch import (
     ListerWatcher,

@@ -240,23 +240,7 @@ class RawClient:
         Raises:
             ConnectionError: the request could not be sent or answered.
         """
-        try:
-            response = self._pool.urlopen(
-                "GET", self._base + path, headers=self.headers(),
-                retries=_ONE_RETRY,  # a kept-alive connection the server just closed
-                redirect=False, preload_content=True, decode_content=True,
-                # a caller wanting an answer within a few seconds wants the connection (TLS
-                # handshake included: a stopped server accepts, then says nothing) as soon
-                timeout=urllib3.Timeout(connect=min(_CONNECT_TIMEOUT, read_timeout),
-                                        read=read_timeout))
-        except (OSError, Urllib3HTTPError, http.client.HTTPException) as exc:
-            raise ConnectionError(f"GET {path}: {exc}") from exc
-        body = response.data
-        try:
-            return response.status, orjson.loads(body) if body else None
-        except orjson.JSONDecodeError:
-            return response.status, None
-
+        return self._short("GET", path, None, self.headers(), read_timeout)
 
     def post_json(self, path: str, body: Any, read_timeout: float = 10.0) -> tuple[int, Any]:
         """POST ``body`` as JSON (a review); return (HTTP status, parsed body or ``None``).
@@ -268,13 +252,22 @@ class RawClient:
         """
         headers = self.headers()
         headers["Content-Type"] = "application/json"
+        return self._short("POST", path, orjson.dumps(body), headers, read_timeout)
+
+    def _short(self, method: str, path: str, body: bytes | None, headers: dict[str, str],
+               read_timeout: float) -> tuple[int, Any]:
+        """One short request on the pool's connections: ``get_json`` and ``post_json``."""
         try:
             response = self._pool.urlopen(
-                "POST", self._base + path, body=orjson.dumps(body), headers=headers,
-                retries=_ONE_RETRY, redirect=False, preload_content=True, decode_content=True,
-                timeout=urllib3.Timeout(connect=_CONNECT_TIMEOUT, read=read_timeout))
+                method, self._base + path, body=body, headers=headers,
+                retries=_ONE_RETRY,  # a kept-alive connection the server just closed
+                redirect=False, preload_content=True, decode_content=True,
+                # a caller wanting an answer within a few seconds wants the connection (TLS
+                # handshake included: a stopped server accepts, then says nothing) as soon
+                timeout=urllib3.Timeout(connect=min(_CONNECT_TIMEOUT, read_timeout),
+                                        read=read_timeout))
         except (OSError, Urllib3HTTPError, http.client.HTTPException) as exc:
-            raise ConnectionError(f"POST {path}: {exc}") from exc
+            raise ConnectionError(f"{method} {path}: {exc}") from exc
         data = response.data
         try:
             return response.status, orjson.loads(data) if data else None

@@ -3,12 +3,13 @@
 ``Authorization`` decides, in this order, for every request:
 
 1. who is asking (``authenticate``): nobody in particular with ``--authz
-   none``; with ``--authz kubernetes`` the bearer token's owner, maybe
-   impersonating someone (``app.auth.delegated``) — 401 before anything else, as
-   the API server answers;
+   none``; with ``--authz kubernetes`` whom the ``Authenticator``
+   (``app.auth.authentication``) says the credentials stand for, maybe
+   impersonating someone — 401 before anything else, as the API server answers;
 2. for a resource path, the ``ResourcePolicy`` (allow and deny lists;
    ``secrets`` denied by default), then the caller's own rights for the
-   ``Access`` (``authorize``), before any informer is touched, so a denied
+   ``Access`` (``authorize``: ``SubjectAccessReview``s in the cluster that holds
+   the data, ``app.auth.access_review``), before any informer is touched, so a denied
    resource never gets one; for any other path but the open probes, ``get``
    on the path (``authorize_path``: discovery, ``/version``, ``/metrics``);
 3. for a stream, again whenever the decision it was opened with expires
@@ -23,7 +24,7 @@ same; a stream whose partition changes ends with 410, so its client lists
 again and gets the new one.
 
 Every allowed access is a ``Grant`` that says until when it holds. What was
-decided is left in the request's scope for the access log.
+decided is left in the request's context (``app.http.context``) for the access log.
 
 Discovery is not authorization: discovery documents list denied resources too,
 as the API server lists resources a caller cannot read.
@@ -36,21 +37,17 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
+from app.auth.access_review import AccessReviews, Attributes
+from app.auth.authentication import Authenticator, Identity
 from app.auth.decisions import DecisionCache
-from app.auth.delegated import Attributes, DelegatedAuth, Identity
 from app.auth.identity import Credentials, credentials_from_scope
+from app.auth.policy import ResourcePolicy
 from app.auth.reviews import ReviewError
-from app.kube.status import StatusError, forbidden
+from app.http.context import context_of
+from app.kube.status import StatusError
 from informer_core.discovery import APIResource
 
-__all__ = ["ACCESS", "DENIED", "IDENTITY", "Access", "Authorization", "Grant", "ResourcePolicy",
-           "attributes"]
-
-# The scope keys where a request's decisions are left (read by the access log).
-IDENTITY = "kcg.identity"
-CREDENTIALS = "kcg.credentials"
-ACCESS = "kcg.access"
-DENIED = "kcg.denied"
+__all__ = ["Access", "Authorization", "Grant", "attributes"]
 
 
 class Access(NamedTuple):
@@ -65,55 +62,6 @@ class Access(NamedTuple):
         what = self.resource.resource + (f".{self.resource.group}" if self.resource.group else "")
         where = f' in the namespace "{self.namespace}"' if self.namespace else ""
         return f"{self.verb} {what}{where}"
-
-
-def _matches(entry: str, resource: APIResource) -> bool:
-    """``*``; ``name`` (any group); ``name.group``; ``name.version.group``."""
-    if entry == "*":
-        return True
-    name, _, rest = entry.partition(".")
-    if name not in (resource.resource, resource.singular) and name not in resource.short_names:
-        return False
-    if not rest:
-        return True
-    if rest == resource.group:
-        return True
-    return rest == f"{resource.version}.{resource.group}" if resource.group else rest == resource.version
-
-
-class ResourcePolicy:
-    """Allow and deny lists of resources, written as kubectl writes them.
-
-    An empty allow list allows everything not denied; deny wins over allow.
-    """
-
-    def __init__(self, allow: tuple[str, ...] = (), deny: tuple[str, ...] = ("secrets",)) -> None:
-        self.allow = tuple(e.strip() for e in allow if e.strip())
-        self.deny = tuple(e.strip() for e in deny if e.strip())
-        self._decided: dict[tuple[str, str, str, str, tuple[str, ...]], bool] = {}
-
-    def permits(self, resource: APIResource) -> bool:
-        # The lists are fixed for the process: decide once per resource.
-        key = (resource.group, resource.version, resource.resource, resource.singular,
-               resource.short_names)
-        decided = self._decided.get(key)
-        if decided is None:
-            decided = self._decided[key] = self._decide(resource)
-        return decided
-
-    def _decide(self, resource: APIResource) -> bool:
-        if any(_matches(e, resource) for e in self.deny):
-            return False
-        return not self.allow or any(_matches(e, resource) for e in self.allow)
-
-    def check(self, access: Access) -> None:
-        """Raise a 403 ``StatusError`` unless the policy lets ``access.resource`` be served."""
-        if not self.permits(access.resource):
-            res = access.resource
-            raise forbidden(
-                f"{res.resource}{'.' + res.group if res.group else ''} is not served by this "
-                f"gateway: the resource policy denies it (see --allow and --deny)",
-                resource=res.resource, name=access.name or "", group=res.group)
 
 
 class Grant(NamedTuple):
@@ -139,20 +87,28 @@ _PARTITION_REVIEWS = 16  # concurrent reviews while a partition is computed
 
 
 class Authorization:
-    """The policy, then (with ``--authz kubernetes``) the caller's rights. The single point."""
+    """The policy, then (with ``--authz kubernetes``) the caller's rights. The single point.
 
-    def __init__(self, policy: ResourcePolicy, delegated: DelegatedAuth | None = None,
+    One per cluster: the authenticator is the gateway's (identity is established
+    once, in the identity cluster), the access reviews are the cluster's own.
+    """
+
+    def __init__(self, policy: ResourcePolicy, authenticator: Authenticator | None = None,
+                 access: AccessReviews | None = None,
                  namespaces: NamespaceSource | None = None) -> None:
+        if (authenticator is None) != (access is None):
+            raise ValueError("an authenticator and access reviews go together")
         self.policy = policy
-        self.delegated = delegated
+        self.authenticator = authenticator
+        self.access = access
         self._namespaces = namespaces  # set: cluster-wide lists are partitioned
         self.partitions: DecisionCache[frozenset[str]] = DecisionCache(
-            delegated.accesses.max_entries if delegated else 1)
+            access.accesses.max_entries if access else 1)
 
     @property
     def authenticates(self) -> bool:
         """Whether callers are authenticated (``--authz kubernetes``)."""
-        return self.delegated is not None
+        return self.authenticator is not None
 
     def identify(self, scope: dict) -> Identity | None:
         """Who asks, from the caches alone (kept in the scope); ``None`` when a review is due.
@@ -164,14 +120,15 @@ class Authorization:
             StatusError: 400 for malformed impersonation, 401 for no token or
                 one whose rejection is kept.
         """
-        identity = scope.get(IDENTITY)
-        if identity is None and self.delegated is not None:
-            credentials = scope.get(CREDENTIALS)
+        context = context_of(scope)
+        identity = context.identity
+        if identity is None and self.authenticator is not None:
+            credentials = context.credentials
             if credentials is None:
-                credentials = scope[CREDENTIALS] = credentials_from_scope(scope)
-            identity = self.delegated.cached_identity(credentials)
+                credentials = context.credentials = credentials_from_scope(scope)
+            identity = self.authenticator.cached_identity(credentials)
             if identity is not None:
-                scope[IDENTITY] = identity
+                context.identity = identity
         return identity
 
     async def authenticate(self, scope: dict) -> Identity | None:
@@ -181,11 +138,12 @@ class Authorization:
             StatusError: 400 for malformed impersonation, 401, 403 for a refused
                 impersonation, 503 when the API server cannot be asked.
         """
-        if self.delegated is None:
+        if self.authenticator is None:
             return None
         identity = self.identify(scope)
         if identity is None:
-            identity = scope[IDENTITY] = await self.delegated.authenticate(scope[CREDENTIALS])
+            context = context_of(scope)
+            identity = context.identity = await self.authenticator.authenticate(context.credentials)
         return identity
 
     def granted(self, scope: dict | None, access: Access) -> Grant | None:
@@ -195,28 +153,29 @@ class Authorization:
             StatusError: 403 (the policy's, or a kept denial that no partition
                 may turn into an answer), 401 as ``identify``.
         """
-        if scope is not None:
-            scope[ACCESS] = access
+        context = context_of(scope) if scope is not None else None
+        if context is not None:
+            context.access = access
         try:
-            self.policy.check(access)
-            delegated = self.delegated
-            if delegated is None:
+            self.policy.check(access.resource, access.name)
+            reviews = self.access
+            if reviews is None:
                 return Grant(access)
             identity = self.identify(scope)
             if identity is None:
                 return None
             try:
-                until = delegated.cached_check(identity.user, attributes(access))
+                until = reviews.cached_check(identity.user, attributes(access))
             except StatusError as denied:  # a kept denial; maybe a partition instead
                 if not self._partitionable(access, denied):
                     raise
                 return None
             if until is None:
                 return None
-            return Grant(access, identity, scope[CREDENTIALS], min(until, identity.expires))
+            return Grant(access, identity, context.credentials, min(until, identity.expires))
         except Exception as exc:
-            if scope is not None:
-                scope[DENIED] = exc
+            if context is not None:
+                context.denied = exc
             raise
 
     async def authorize(self, request: Any, access: Access) -> Grant:
@@ -230,15 +189,15 @@ class Authorization:
             return grant
         try:
             identity = await self.authenticate(scope)
-            return await self._decide(identity, scope[CREDENTIALS], access)
+            return await self._decide(identity, context_of(scope).credentials, access)
         except Exception as exc:
-            scope[DENIED] = exc
+            context_of(scope).denied = exc
             raise
 
     async def _decide(self, identity: Identity, credentials: Credentials, access: Access) -> Grant:
-        assert self.delegated is not None
+        assert self.access is not None
         try:
-            until = await self.delegated.check(identity.user, attributes(access))
+            until = await self.access.check(identity.user, attributes(access))
         except StatusError as denied:
             if not self._partitionable(access, denied):
                 raise
@@ -255,34 +214,34 @@ class Authorization:
 
     async def _partition(self, identity: Identity, access: Access) -> tuple[float, frozenset[str]]:
         """(until when, the namespaces where the caller may make ``access``)."""
-        assert self.delegated is not None and self._namespaces is not None
-        delegated = self.delegated
+        assert self.access is not None and self._namespaces is not None
+        reviews = self.access
         version, names = await self._namespaces()
         attrs = attributes(access)
         gate = asyncio.Semaphore(_PARTITION_REVIEWS)
 
         async def allowed(namespace: str) -> bool:
             async with gate:
-                return await delegated.allowed(identity.user, attrs._replace(namespace=namespace))
+                return await reviews.allowed(identity.user, attrs._replace(namespace=namespace))
 
         async def compute() -> tuple[frozenset[str], float]:
             answers = await asyncio.gather(*(allowed(ns) for ns in names))
             # the shorter time to live: a denial in the set may turn into an allowance
             return (frozenset(ns for ns, ok in zip(names, answers) if ok),
-                    min(delegated.allow_ttl, delegated.deny_ttl))
+                    min(reviews.allow_ttl, reviews.deny_ttl))
 
         expires, namespaces, _ = await self.partitions.get((identity.user, attrs, version), compute)
         return expires, namespaces
 
     async def authorize_path(self, scope: dict, path: str) -> None:
         """Allow ``get`` on a non-resource ``path`` for the caller, or raise 401/403."""
-        if self.delegated is None:
+        if self.access is None:
             return
         try:
             identity = await self.authenticate(scope)
-            await self.delegated.check(identity.user, Attributes("get", path=path))
+            await self.access.check(identity.user, Attributes("get", path=path))
         except Exception as exc:
-            scope[DENIED] = exc
+            context_of(scope).denied = exc
             raise
 
     async def reauthorize(self, grant: Grant) -> Grant:
@@ -293,9 +252,9 @@ class Authorization:
                 partition changed (list again to get the new one); 503 when the
                 API server cannot be asked.
         """
-        if self.delegated is None or grant.credentials is None:
+        if self.authenticator is None or grant.credentials is None:
             return grant
-        identity = await self.delegated.authenticate(grant.credentials)
+        identity = await self.authenticator.authenticate(grant.credentials)
         renewed = await self._decide(identity, grant.credentials, grant.access)
         if renewed.namespaces != grant.namespaces:
             raise StatusError(410, "the namespaces this stream may read have changed; list "

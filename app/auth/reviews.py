@@ -6,9 +6,9 @@ Both are ``create`` calls the gateway's own identity must be allowed
 (the ``system:auth-delegator`` ClusterRole grants exactly these two).
 
 ``Reviewer`` is the seam: ``ApiReviewer`` posts the reviews with the
-factory's transport; tests may answer them from a table. The calls block
-(they are round trips); ``app.auth.delegated`` makes them from a worker thread
-and caches the answers.
+cluster's transport; tests may answer them from a table. The calls block
+(they are round trips): ``app.auth.authentication`` and ``app.auth.access_review``
+make them from a worker thread and keep the answers.
 """
 
 from __future__ import annotations

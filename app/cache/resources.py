@@ -1,4 +1,4 @@
-"""The gateway's view of its caches: one ``ResourceCache`` per resource, loaded lazily.
+"""A cluster's caches as the HTTP layer sees them: one ``ResourceCache`` per resource, loaded lazily.
 
 The first request for a resource resolves it (discovery), asks the factory for
 its informer, attaches the resource's ``EventHub``, starts the informer and
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.bridge import HubHandler, call_on_loop, run_blocking
-from app.query.engine import Views
+from app.query.engine import QueryEngine
 from app.cache.hub import EventHub
 from app.kube.printers import DEFAULT_PRINTER, PRINTERS, crd_columns
 from app.kube.request import ResourcePath
@@ -32,7 +32,7 @@ from informer_core.factory import GenericInformer, SharedInformerFactory
 from informer_core.informer import HandlerRegistration
 from informer_core.store import Indexer
 
-__all__ = ["GatewayCache", "ResourceCache"]
+__all__ = ["ClusterCache", "ResourceCache"]
 
 log = logging.getLogger(__name__)
 
@@ -50,22 +50,23 @@ class ResourceCache:
     printer: Printer
     prewarmed: bool = False
     last_used: float = field(default_factory=time.monotonic)
-    views: Views = field(default_factory=Views)  # dashboard queries' columns and results
+    queries: QueryEngine = field(default_factory=QueryEngine)  # kept values, results and answers
 
     @property
     def indexer(self) -> Indexer:
         return self.generic.informer().get_indexer()
 
     def resource_version(self) -> str:
-        """The version lists are answered at: what the hub has applied (never ahead of the data)."""
+        """The hub's version, what it has applied (an ETag names it; a list itself carries the
+        version its indexer read was exactly at, ``app.http.resources``)."""
         return str(self.hub.rv)
 
     def usable(self) -> bool:
         return not self.generic.stopped()
 
 
-class GatewayCache:
-    """Resources by GVR, loaded on first use; all methods run on the event loop."""
+class ClusterCache:
+    """One cluster's resources by GVR, loaded on first use; all methods run on the event loop."""
 
     def __init__(self, settings: Settings, factory: SharedInformerFactory) -> None:
         self.settings = settings

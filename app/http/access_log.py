@@ -4,7 +4,7 @@ Operators audit a gateway the way they audit the API server: for each
 request, the user it was served to (after impersonation, with the
 impersonator), the access it asked for, the decision and the answer's status.
 The line is written when the answer starts (a stream's line comes when it
-opens), from what ``app.auth.authorization`` left in the request's scope.
+opens), from what authorization left in the request's context (``app.http.context``).
 
 Lines go to standard output through the ``kube-cache-gateway.access`` logger,
 unformatted (each line is the JSON object), separate from the diagnostic log
@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from app.auth.authorization import ACCESS, DENIED, IDENTITY
+from app.http.context import context_of
 
 __all__ = ["AccessLog"]
 
@@ -56,13 +56,14 @@ class AccessLog:
         client = scope.get("client")
         if client:
             line["client"] = client[0]
-        identity = scope.get(IDENTITY)
+        context = context_of(scope)
+        identity = context.identity
         if identity is not None:
             line["user"] = identity.user.name
             line["groups"] = list(identity.user.groups)
             if identity.impersonator is not None:
                 line["impersonatedBy"] = identity.impersonator.name
-        access = scope.get(ACCESS)
+        access = context.access
         if access is not None:
             res = access.resource
             line.update(verb=access.verb, resource=res.resource, group=res.group,
@@ -71,7 +72,7 @@ class AccessLog:
                 line["namespace"] = access.namespace
             if access.name:
                 line["name"] = access.name
-        denied = scope.get(DENIED)
+        denied = context.denied
         if denied is not None:
             code = getattr(denied, "code", 500)
             line["decision"] = {401: "unauthenticated", 403: "forbidden"}.get(code, "error")

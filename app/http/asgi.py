@@ -22,6 +22,10 @@ every request here but the open probes (``/healthz``, ``/livez``,
 — and authorizes ``get`` on any path that is not a resource path (discovery,
 ``/version``, ``/metrics``): ``app.auth.authorization`` decides, this only asks.
 
+Here too each request gets its ``RequestContext`` (``app.http.context``), with the
+cluster it reads resolved once: every part of the answer after this reaches the
+cluster's caches, discovery and decisions through it.
+
 Latency metrics, the access log and CORS (when configured) wrap both sides here, once; the hot
 path answers anything unexpected with a ``Status`` 500 (logged) instead of a
 bare error page, as the FastAPI side's exception handler does.
@@ -38,6 +42,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 
 from app.http.access_log import AccessLog
+from app.http.context import RequestContext
 from app.http.resources import resource_endpoint
 from app.settings import is_loopback
 from app.kube.status import StatusError, status_bytes, status_response
@@ -112,11 +117,14 @@ class GatewayApp:
         path = scope["path"]
         if path[-1:] == "/" and len(path) > 1:
             path = scope["path"] = without_trailing_slashes(path)
-        route = scope["kcg.route"] = route_label(path)
+        route = route_label(path)
         gateway = getattr(self.state, "gateway", None)
         if gateway is None:  # before the lifespan made the gateway: nothing to time with
+            scope["kcg"] = RequestContext(route)
             await self._entry(scope, receive, send)
             return
+        # the request's cluster, resolved once, here: everything after reads it from the context
+        scope["kcg"] = RequestContext(route, gateway.default)
         started = time.perf_counter()
         latency = gateway.metrics.latency_for
         access_log = self.access_log
@@ -149,17 +157,18 @@ class GatewayApp:
                          f"addressed to 127.0.0.1, [::1] or localhost (DNS rebinding protection)",
                     "Forbidden"))
                 return
-        route = scope["kcg.route"]
+        context = scope["kcg"]
+        route = context.route
         if self._authenticates and route not in _OPEN:
-            gateway = getattr(self.state, "gateway", None)
-            if gateway is not None:
+            cluster = context.cluster
+            if cluster is not None:
+                authorization = cluster.authorization
                 try:
                     if route == "resource":
-                        authorization = gateway.authorization
                         if authorization.identify(scope) is None:  # no kept review
                             await authorization.authenticate(scope)
                     else:
-                        await gateway.authorization.authorize_path(scope, scope["path"])
+                        await authorization.authorize_path(scope, scope["path"])
                 except StatusError as error:
                     await status_response(error)(scope, receive, send)
                     return

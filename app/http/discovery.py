@@ -13,6 +13,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from app.bridge import run_blocking
+from app.http.context import context_of
 from app.kube.status import StatusError, not_found
 
 __all__ = ["router"]
@@ -26,7 +27,8 @@ def _json(doc: object) -> Response:
 
 
 async def _discovery(request: Request):
-    discovery = request.app.state.gateway.cache.factory.discovery
+    cluster = context_of(request.scope).cluster or request.app.state.gateway.default
+    discovery = cluster.discovery
     if discovery.age() > _MAX_AGE:
         try:
             await run_blocking(discovery.refresh)

@@ -2,7 +2,7 @@
 of a request's head, and how long a peer that takes nothing keeps its connection.
 
 uvicorn's httptools parser keeps every header byte it is sent, without a bound: one
-connection sending a 100 MB header would hold 100 MB. ``BoundedHeadProtocol`` counts
+connection sending a 100 MB header would hold 100 MB. ``GuardedProtocol`` counts
 the request line and headers as they arrive and answers ``431 Request Header Fields
 Too Large`` past ``max_header_bytes`` (default 1 MiB, Go's ``net/http`` default, so
 the API server's), closing the connection as Go does. It also sets

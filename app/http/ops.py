@@ -34,18 +34,19 @@ async def readyz(request: Request) -> Response:
     ``app.cache.answer_age``); not ready tells a load balancer to prefer a replica
     that is following the API server.
     """
-    cache = request.app.state.gateway.cache
     problems = []
-    if not cache.prewarm_ready():
-        problems.append("pre-warmed caches are not synced yet")
-    if not await cache.api_server_reachable():
-        problems.append("the API server does not answer")
-    now = time.time()
-    for gvr, entry in cache.entries().items():
-        since = cache.stale_since(entry)
-        if entry.prewarmed and since is not None and now - since > _STALE_FOR:
-            problems.append(f"the pre-warmed cache of {gvr.resource} has not followed the API "
-                            f"server for {int(now - since)} s")
+    for cluster in request.app.state.gateway.clusters.values():
+        cache = cluster.caches
+        if not cache.prewarm_ready():
+            problems.append("pre-warmed caches are not synced yet")
+        if not await cache.api_server_reachable():
+            problems.append("the API server does not answer")
+        now = time.time()
+        for gvr, entry in cache.entries().items():
+            since = cache.stale_since(entry)
+            if entry.prewarmed and since is not None and now - since > _STALE_FOR:
+                problems.append(f"the pre-warmed cache of {gvr.resource} has not followed the "
+                                f"API server for {int(now - since)} s")
     if problems:
         return PlainTextResponse("not ready: " + "; ".join(problems) + "\n", status_code=503)
     return PlainTextResponse("ok")

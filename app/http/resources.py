@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.auth.authorization import Access, Grant
+from app.http.context import context_of
 from app.bridge import run_blocking
 from app.cache.resources import ResourceCache
 from app.query.engine import KEEP_ANSWERS_BELOW
@@ -66,13 +67,15 @@ async def resource_endpoint(request: Request) -> Response:
         StatusError: every error answer (the application's handler sends it).
     """
     gateway = request.app.state.gateway
+    cluster = context_of(request.scope).cluster or gateway.default
+    caches = cluster.caches
     method = request.method
     if method == "OPTIONS":
         return Response(status_code=204, headers={"Allow": "GET, HEAD, OPTIONS"})
     if method not in _READ_METHODS:
         raise method_not_allowed(method)
     target = parse_path(request.scope["path"])
-    resource = await gateway.cache.resolve(target)
+    resource = await caches.resolve(target)
     _check_scope(target, resource)
     raw_query = request.scope.get("query_string", b"")
     try:
@@ -86,7 +89,7 @@ async def resource_endpoint(request: Request) -> Response:
     verb = "get" if target.name is not None else ("watch" if streaming else "list")
     namespace = target.namespace
     access = Access(verb, resource, namespace, target.name)
-    authorization = gateway.authorization
+    authorization = cluster.authorization
     grant = authorization.granted(request.scope, access) or await authorization.authorize(
         request, access)
     check_names(target)
@@ -104,16 +107,16 @@ async def resource_endpoint(request: Request) -> Response:
         if target.name is not None:
             selection = Selection(namespace, query.labels,
                                   _and_name(query, target.name), filters=query.filters)
-        return await _watch(request, gateway, grant, selection, query, accept)
+        return await _watch(request, gateway, cluster, grant, selection, query, accept)
     if accept.kind == "sse":
-        return await _sse(request, gateway, grant, selection, query)
-    entry = await gateway.cache.load(resource, wait=gateway.settings.sync_timeout)
+        return await _sse(request, gateway, cluster, grant, selection, query)
+    entry = await caches.load(resource, wait=gateway.settings.sync_timeout)
     await fresh_enough(entry.hub, query, listing=target.name is None)
     if target.name is not None:
         response = _get(request, entry, target, accept, query)
     else:
         response = await _list(request, entry, selection, query, accept)
-    since = gateway.cache.stale_since(entry)
+    since = caches.stale_since(entry)
     if since is not None:  # not following the API server: say how old this may be
         response.raw_headers.extend((k.lower().encode(), v.encode()) for k, v in
                                     staleness_headers(resource.resource, since).items())
@@ -219,17 +222,17 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
         # a dashboard's refresh while nothing changed: the answer it got last time
         version = entry.generic.informer().settled_version()
         answer_key = (fingerprint, query.continue_key, query.limit, _wants_gzip(request))
-        kept = entry.views.answer(answer_key, version) if version else None
+        kept = entry.queries.answer(answer_key, version) if version else None
         if kept is not None:
             return _kept_answer(kept, etag)
     objects, rv = await _select_consistent(entry, selection, filtered=not dashboard)
     places = None
     if dashboard:
-        result = await entry.views.result(objects, query, fingerprint, rv)
+        result = await entry.queries.result(objects, query, fingerprint, rv)
         if result.summary is not None:
             response = await _finish(request, result.summary, etag)
             if answer_key is not None:
-                entry.views.keep_answer(answer_key, rv, response.body, response.headers)
+                entry.queries.keep_answer(answer_key, rv, response.body, response.headers)
             return response
         objects, places = result.objects, result.places
     start = 0
@@ -262,8 +265,8 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
     head = (b'{"apiVersion":' + orjson.dumps(res.api_version) + b',"kind":'
             + orjson.dumps(res.list_kind) + b',"metadata":' + orjson.dumps(meta) + b',"items":[')
     if query.fields_paths is not None:
-        items = await entry.views.project(
-            entry.views.projection(query.fields_text, query.fields_paths), objects)
+        items = await entry.queries.project(
+            entry.queries.projection(query.fields_text, query.fields_paths), objects)
     else:
         items = [o.raw for o in objects]
     headers = {"Cache-Control": "no-cache, private", "ETag": etag}
@@ -273,7 +276,7 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
             response = await _finish(request, body, etag)
         else:
             response = Response(body, media_type="application/json", headers=headers)
-        entry.views.keep_answer(answer_key, rv, response.body, response.headers)
+        entry.queries.keep_answer(answer_key, rv, response.body, response.headers)
         return response
     if list_length(head, items, _TAIL) > _GZIP_ABOVE and _wants_gzip(request):
         return ListBody(head, items, _TAIL, headers, gzip=True)
@@ -290,16 +293,16 @@ def _kept_answer(kept: tuple[bytes, dict[str, str]], etag: str) -> Response:
     return response
 
 
-async def _watch(request: Request, gateway: Any, grant: Grant, selection: Selection,
-                 query: Query, accept: Accept) -> Response:
+async def _watch(request: Request, gateway: Any, cluster: Any, grant: Grant,
+                 selection: Selection, query: Query, accept: Accept) -> Response:
     encoder = WatchEncoder(accept, query, gateway.settings.bookmark_interval)
-    return await open_stream(gateway, request, grant, selection, query, encoder)
+    return await open_stream(gateway, cluster, request, grant, selection, query, encoder)
 
 
-async def _sse(request: Request, gateway: Any, grant: Grant, selection: Selection,
-               query: Query) -> Response:
+async def _sse(request: Request, gateway: Any, cluster: Any, grant: Grant,
+               selection: Selection, query: Query) -> Response:
     settings = gateway.settings
     encoder = SSEEncoder(request.headers.get("last-event-id", ""), settings.sse_retry_ms,
                          settings.heartbeat_interval,
                          None if query.fields_paths is None else (query.fields_text, query.fields_paths))
-    return await open_stream(gateway, request, grant, selection, query, encoder)
+    return await open_stream(gateway, cluster, request, grant, selection, query, encoder)

@@ -1,4 +1,4 @@
-"""Lists for dashboards: filtered, sorted, paged, projected and counted from the cache.
+"""The query engine: lists filtered, sorted, paged, projected and counted from the cache.
 
 After the namespace and the selectors have cut the candidates with the
 indexer's indexes, ``filter`` is tested, ``sortBy`` orders, ``summary``
@@ -8,7 +8,7 @@ object version, so a repeated query parses only what changed) — and
 
 A dashboard refreshes the same query every few seconds, often with nothing
 changed: the whole answer is kept per (query, page, resourceVersion)
-(``Views.answer``, the last ``MAX_ANSWERS``, each up to ``KEEP_ANSWERS_BELOW``),
+(``QueryEngine.answer``, the last ``MAX_ANSWERS``, each up to ``KEEP_ANSWERS_BELOW``),
 so a refresh while nothing changed sends stored bytes without selecting
 anything; and the filtered, sorted result is kept per (query,
 resourceVersion) (the last ``MAX_RESULTS``), so another page of it costs a
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.bridge import run_blocking
-from app.query.values import Columns
+from app.query.values import ValueCache
 from app.cache.hub import EventHub
 from app.query.fieldpath import FieldPath
 from app.query.filters import Filter
@@ -37,7 +37,7 @@ from app.query.ordering import Ordering
 from app.query.summary import summary_bytes
 from informer_core.encoded import EncodedObject
 
-__all__ = ["KEEP_ANSWERS_BELOW", "Result", "Views"]
+__all__ = ["KEEP_ANSWERS_BELOW", "Result", "QueryEngine"]
 
 MAX_RESULTS = 32
 MAX_ANSWERS = 32
@@ -55,12 +55,12 @@ class Result:
     summary: bytes | None
 
 
-class Views:
+class QueryEngine:
     """One resource's columns, projections and recent results; used on the loop
     and, for large evaluations, on worker threads."""
 
     def __init__(self) -> None:
-        self.columns = Columns()
+        self.columns = ValueCache()
         self._projections: OrderedDict[str, Projection] = OrderedDict()
         self._results: OrderedDict[tuple, Result] = OrderedDict()
         self._answers: OrderedDict[tuple, tuple[str, bytes, dict[str, str]]] = OrderedDict()

@@ -20,7 +20,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
 
-from app.query.values import Columns
+from app.query.values import ValueCache
 from app.query.fieldpath import FieldPath, PathError, parse_path
 from informer_core.encoded import EncodedObject
 
@@ -44,7 +44,7 @@ class Ordering:
         self.text = text
         self.keys = keys  # (path, descending)
 
-    def sort(self, columns: Columns, objects: Sequence[EncodedObject]) -> tuple[list[EncodedObject], Places]:
+    def sort(self, columns: ValueCache, objects: Sequence[EncodedObject]) -> tuple[list[EncodedObject], Places]:
         """The objects in order, and their places in the same order."""
         keys = [columns.sort_keys(path, objects) for path, _ in self.keys]
         names = [(o.namespace, o.name) for o in objects]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import orjson
 
-from app.query.values import Columns
+from app.query.values import ValueCache
 from app.query.fieldpath import FieldPath, parse_path_list, scalar_text
 from informer_core.encoded import EncodedObject
 
@@ -28,7 +28,7 @@ class SummaryError(ValueError):
     """A ``summary`` list that cannot be parsed."""
 
 
-def summary_bytes(paths: Sequence[FieldPath], columns: Columns,
+def summary_bytes(paths: Sequence[FieldPath], columns: ValueCache,
                   objects: Sequence[EncodedObject], resource_version: str) -> bytes:
     """The Summary document of ``objects``."""
     table = columns.table(paths, objects)

@@ -4,13 +4,13 @@ The cache holds objects as the API server's bytes; ``filter``, ``sortBy``,
 ``fields`` and ``summary`` may name any path, so answering them means parsing
 objects. A dashboard repeats its query every few seconds, and between two
 refreshes few objects change: each resource keeps, per path asked for, the
-value every object had at the version it was read (``Column``) and, per
+value every object had at the version it was read (``PathValues``) and, per
 ``fields`` list, each object's projected bytes (``Projection``). A repeated
 query parses only the objects that changed since. What is not asked for
 ``IDLE`` seconds is dropped, and at most ``MAX_COLUMNS`` paths are kept, so a
 caller inventing paths cannot grow memory without bound.
 
-Columns are read and filled on the event loop and, for large first-time
+Values are read and filled on the event loop and, for large first-time
 extractions, on worker threads (``app.bridge``): the table of paths is
 guarded by a lock; a column's entries are immutable tuples set and read one
 at a time (atomic under the GIL), so a reader never sees half an entry.
@@ -30,14 +30,14 @@ from app.query.fieldpath import FieldPath
 from app.query.comparison import EMPTY, sort_key
 from informer_core.encoded import EncodedObject
 
-__all__ = ["Column", "Columns"]
+__all__ = ["PathValues", "ValueCache"]
 
 MAX_COLUMNS = 64
 IDLE = 600.0
 _LABELS = ("metadata", "labels")
 
 
-class Column:
+class PathValues:
     """One path's values per object key, each with the version it was read at."""
 
     __slots__ = ("path", "values", "used")
@@ -62,24 +62,24 @@ class Column:
         return None
 
 
-class Columns:
+class ValueCache:
     """The columns of one resource's cache."""
 
     def __init__(self) -> None:
-        self._columns: OrderedDict[FieldPath, Column] = OrderedDict()
+        self._columns: OrderedDict[FieldPath, PathValues] = OrderedDict()
         self._lock = threading.Lock()  # the loop and a worker thread may both look paths up
         self.parsed = 0  # objects parsed to fill columns, for tests and metrics
 
     def __len__(self) -> int:
         return len(self._columns)
 
-    def column(self, path: FieldPath) -> Column:
+    def column(self, path: FieldPath) -> PathValues:
         """The column of ``path``, made on first use; drops what went unused."""
         now = time.monotonic()
         with self._lock:
             found = self._columns.get(path)
             if found is None:
-                found = self._columns[path] = Column(path)
+                found = self._columns[path] = PathValues(path)
                 self._evict(now)
             else:
                 self._columns.move_to_end(path)

@@ -93,8 +93,8 @@ class StreamEncoder(Protocol):
         """The last words when the caller may no longer read: an ``ERROR`` with ``error``."""
 
 
-async def open_stream(gateway: Any, request: Request, grant: Grant, selection: Selection,
-                      query: Query, encoder: StreamEncoder) -> Response:
+async def open_stream(gateway: Any, cluster: Any, request: Request, grant: Grant,
+                      selection: Selection, query: Query, encoder: StreamEncoder) -> Response:
     """Admit, load and start a stream of ``grant.access``; see the module docstring."""
     resource = grant.access.resource
     settings = gateway.settings
@@ -103,13 +103,13 @@ async def open_stream(gateway: Any, request: Request, grant: Grant, selection: S
     if refusal is not None:
         return encoder.refuse(f"too many open streams: {refusal}")
     try:
-        entry = await gateway.cache.load(resource, wait=None)  # streams wait for the sync
+        entry = await cluster.caches.load(resource, wait=None)  # streams wait for the sync
     except BaseException:
         gateway.limiter.release(client)
         raise
     try:
         await encoder.catch_up(entry)  # a version given by another process may be a moment ahead
-        await entry.views.warm(entry.hub, selection)  # filters' values read off the loop
+        await entry.queries.warm(entry.hub, selection)  # filters' values read off the loop
         await entry.hub.between_bursts()
     except BaseException:
         gateway.limiter.release(client)
@@ -122,7 +122,7 @@ async def open_stream(gateway: Any, request: Request, grant: Grant, selection: S
         hub.subscribe(subscriber)  # no await since the first state: nothing missed
     deadline = time.monotonic() + query.timeout_seconds if query.timeout_seconds else None
     closing = gateway.closing
-    authorization = gateway.authorization
+    authorization = cluster.authorization
 
     async def stream() -> AsyncIterator[bytes]:
         granted = grant

@@ -102,7 +102,7 @@ class SSEEncoder:
         """The missed events after ``Last-Event-ID``; else (RESET and) the state, then SYNCED."""
         hub = entry.hub
         if self._fields is not None:
-            self._projection = entry.views.projection(*self._fields)
+            self._projection = entry.queries.projection(*self._fields)
         first: list[bytes] = [_retry(self._retry_ms)]
         last_id = self._last_id
         replay = hub.events_after_id(last_id) if last_id else None
@@ -118,7 +118,7 @@ class SSEEncoder:
             first.append(b"event: RESET\ndata: " + orjson.dumps(
                 {"reason": "the id is unknown or too old; a fresh state follows",
                  "lastEventId": last_id[:128]}) + b"\n\n")
-        objects = entry.views.snapshot(hub, subscriber.selection)
+        objects = entry.queries.snapshot(hub, subscriber.selection)
         prefix = f"{hub.id}.{hub.seq}~".encode()
         synced = (f"id: {hub.position_id()}\nevent: SYNCED\n".encode() + b"data: "
                   + orjson.dumps({"resourceVersion": str(hub.rv)}) + b"\n\n")

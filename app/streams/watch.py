@@ -68,10 +68,10 @@ class WatchEncoder:
         self.entry = entry
         hub = entry.hub
         if self.query.fields_paths is not None and self.accept.kind != "table":
-            self.projection = entry.views.projection(self.query.fields_text, self.query.fields_paths)
+            self.projection = entry.queries.projection(self.query.fields_text, self.query.fields_paths)
         version = self.query.resource_version
         if version in ("", "0"):
-            objects = entry.views.snapshot(hub, subscriber.selection)
+            objects = entry.queries.snapshot(hub, subscriber.selection)
             return (self.snapshot(objects[i:i + _CHUNK]) for i in range(0, len(objects), _CHUNK)), True
         events = hub.events_after_rv(parse_rv(version), watch=True)
         if events is None and hub.ahead_of(parse_rv(version)):

@@ -69,7 +69,7 @@ class RunningGateway:
         """
         meta = obj["metadata"]
         key = object_key(meta.get("namespace"), meta["name"])
-        for entry in self.gateway.cache.entries().values():
+        for entry in self.gateway.default.caches.entries().values():
             if entry.resource.kind == obj["kind"]:
                 found = entry.hub.view.get(key)  # the hub: what lists' versions and streams follow
                 return found is not None and \
@@ -79,7 +79,7 @@ class RunningGateway:
     def wait_streams(self, count: int, timeout: float = 10.0) -> None:
         """Wait until exactly ``count`` streams are subscribed to the gateway's caches."""
         def subscribed() -> bool:
-            return sum(len(e.hub.subscribers) for e in self.gateway.cache.entries().values()) == count
+            return sum(len(e.hub.subscribers) for e in self.gateway.default.caches.entries().values()) == count
 
         wait_until(subscribed, timeout, message=f"{count} subscribed streams")
 

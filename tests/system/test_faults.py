@@ -137,7 +137,7 @@ class Scenario:
 def relists(url: str) -> int:
     text = httpx.get(f"{url}/metrics", timeout=10).text
     return sum(int(float(v)) for v in re.findall(
-        r'^kcg_informer_relists_total\{resource="configmaps[.][^"]*"\} (\S+)$', text, re.M))
+        r'^kcg_informer_relists_total\{cluster="default",resource="configmaps[.][^"]*"\} (\S+)$', text, re.M))
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ import httpx
 import orjson
 import pytest
 
-from app.auth.authorization import Access, Authorization, ResourcePolicy
+from app.auth.authorization import Access, Authorization
+from app.auth.policy import ResourcePolicy
 from app.process.demo import seed_workload
 from app.kube.status import StatusError
 from control_plane.fake import FakeCluster
@@ -23,26 +24,6 @@ SECRETS = APIResource("", "v1", "secrets", "Secret", True, frozenset({"list", "w
 PODS = APIResource("", "v1", "pods", "Pod", True, frozenset({"list", "watch"}), ("po",), "pod")
 DEPLOY = APIResource("apps", "v1", "deployments", "Deployment", True, frozenset({"list", "watch"}), ("deploy",))
 WIDGETS = APIResource("example.com", "v1", "widgets", "Widget", True, frozenset({"list", "watch"}))
-
-
-def test_default_policy_denies_secrets_only():
-    policy = ResourcePolicy()
-    assert not policy.permits(SECRETS)
-    assert all(policy.permits(r) for r in (PODS, DEPLOY, WIDGETS))
-
-
-@pytest.mark.parametrize("allow,deny,expected", [
-    ((), ("secrets",), {"pods", "deployments", "widgets"}),
-    (("pods", "deployments.apps"), (), {"pods", "deployments"}),
-    (("po", "deploy"), (), {"pods", "deployments"}),
-    (("deployments.v1.apps", "widgets.example.com"), (), {"deployments", "widgets"}),
-    (("*",), ("widgets.example.com", "secret"), {"pods", "deployments"}),
-    (("pods",), ("pods",), set()),
-    (("deployments.extensions",), (), set()),
-])
-def test_allow_and_deny(allow, deny, expected):
-    policy = ResourcePolicy(allow, deny)
-    assert {r.resource for r in (SECRETS, PODS, DEPLOY, WIDGETS) if policy.permits(r)} == expected
 
 
 def test_authorization_raises_a_403_status_naming_the_resource():
@@ -122,8 +103,8 @@ def test_a_burst_of_requests_with_a_new_token_makes_one_review_of_each_kind(auth
         alice.get(path)  # the cache is loaded; its reviews are now kept
         reviewer.token_reviews.clear()
         reviewer.access_reviews.clear()
-        authorizing.gateway.authorization.delegated.tokens.clear()
-        authorizing.gateway.authorization.delegated.accesses.clear()
+        authorizing.gateway.authenticator.tokens.clear()
+        authorizing.gateway.default.access.accesses.clear()
 
     async def burst():
         async with httpx.AsyncClient(base_url=authorizing.url, timeout=30,

@@ -332,7 +332,7 @@ def test_a_cached_review_never_outlives_the_token(world, gateway):
     (The API server itself accepts a token for a minute of clock leeway after
     ``exp``, so the proof is the new review, not a 401.)
     """
-    tokens = gateway.gateway.authorization.delegated.tokens
+    tokens = gateway.gateway.authenticator.tokens
     expires_at = int(time.time()) + 4
     token = expiring_token(world, expires_at)  # valid now, for a few seconds
     with gateway_client(gateway, token) as through:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 
+from app.auth.authentication import Identity, unauthorized
+from app.auth.authorization import Access
 from app.http.access_log import AccessLog
-from app.auth.authorization import ACCESS, DENIED, IDENTITY, Access
-from app.auth.delegated import Identity, unauthorized
+from app.http.context import RequestContext
 from app.auth.identity import UserInfo
 from app.kube.status import forbidden
 from informer_core.discovery import APIResource
@@ -14,15 +15,17 @@ from informer_core.discovery import APIResource
 PODS = APIResource("", "v1", "pods", "Pod", True, frozenset({"list", "watch"}))
 
 
-def scope(**extra) -> dict:
+def scope(identity=None, access=None, denied=None) -> dict:
+    context = RequestContext("resource")
+    context.identity, context.access, context.denied = identity, access, denied
     return {"method": "GET", "path": "/api/v1/namespaces/a/pods", "query_string": b"limit=1",
-            "client": ("10.0.0.7", 5555), **extra}
+            "client": ("10.0.0.7", 5555), "kcg": context}
 
 
 def test_an_allowed_access_names_the_user_the_impersonator_and_the_access():
     identity = Identity(UserInfo("bob", groups=("dev",)), UserInfo("dashboard"), 0.0)
     line = AccessLog(logging.getLogger("test")).record(
-        scope(**{IDENTITY: identity, ACCESS: Access("list", PODS, "a")}), 200, 0.0012)
+        scope(identity, Access("list", PODS, "a")), 200, 0.0012)
     assert {k: v for k, v in line.items() if k != "time"} == {
         "method": "GET", "path": "/api/v1/namespaces/a/pods", "query": "limit=1",
         "client": "10.0.0.7", "user": "bob", "groups": ["dev"], "impersonatedBy": "dashboard",
@@ -32,9 +35,9 @@ def test_an_allowed_access_names_the_user_the_impersonator_and_the_access():
 
 def test_refusals_say_why():
     log = AccessLog(logging.getLogger("test"))
-    assert log.record(scope(**{DENIED: unauthorized()}), 401, 0.0)["decision"] == "unauthenticated"
-    line = log.record(scope(**{ACCESS: Access("get", PODS, "a", "p"),
-                               DENIED: forbidden("pods is forbidden")}), 403, 0.0)
+    assert log.record(scope(denied=unauthorized()), 401, 0.0)["decision"] == "unauthenticated"
+    line = log.record(scope(access=Access("get", PODS, "a", "p"),
+                               denied=forbidden("pods is forbidden")), 403, 0.0)
     assert (line["decision"], line["reason"], line["name"]) == ("forbidden", "pods is forbidden", "p")
 
 

@@ -43,7 +43,8 @@ class _BrokenCache:
 def _app_with_broken_cache() -> GatewayApp:
     api = FastAPI()
     metrics = Metrics(lambda: {})
-    api.state.gateway = types.SimpleNamespace(cache=_BrokenCache(), metrics=metrics)
+    cluster = types.SimpleNamespace(caches=_BrokenCache())
+    api.state.gateway = types.SimpleNamespace(default=cluster, metrics=metrics)
     return GatewayApp(api)
 
 

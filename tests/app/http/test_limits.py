@@ -18,7 +18,7 @@ import pytest
 from control_plane.fake import FakeCluster
 from tests.app.conftest import run_gateway
 from tests.app.readers import LineReader, sse_events
-from tests.app.http.test_hostile_input import send
+from tests.app.http.test_asgi_hostile_input import send
 from tests.helpers import wait_until
 
 NS = "limits"
@@ -318,7 +318,7 @@ def test_a_reader_that_pauses_past_its_queue_ends_with_429_and_resumes_exactly(c
                      f"Accept: text/event-stream\r\n\r\n".encode())
         gateway.wait_streams(1)
         with Churn(cluster):
-            wait_until(lambda: any(s.overflowed for e in gateway.gateway.cache.entries().values()
+            wait_until(lambda: any(s.overflowed for e in gateway.gateway.default.caches.entries().values()
                                    for s in e.hub.subscribers), 20, message="the reader to fall behind")
         conn.settimeout(10)
         data = b""

@@ -136,7 +136,7 @@ def test_status_codes_come_in_the_contract_order(http):
 
 def test_a_denied_resource_never_gets_an_informer(gateway, http):
     http.get("/core/v1/secrets")
-    assert all(gvr.resource != "secrets" for gvr in gateway.gateway.cache.factory.informers())
+    assert all(gvr.resource != "secrets" for gvr in gateway.gateway.default.factory.informers())
 
 
 @pytest.mark.parametrize("path,code,needle", [
@@ -252,7 +252,7 @@ def test_concurrent_first_requests_share_one_informer_and_one_wait(backend, kube
         for t in threads:
             t.join()
         assert results == [200] * 20
-        informers = gw.gateway.cache.factory.informers()
+        informers = gw.gateway.default.factory.informers()
         assert [str(g) for g in informers] == ["services.v1"]
         stats = next(iter(informers.values())).informer().reflector_stats()
         assert stats.lists == 1
@@ -334,7 +334,7 @@ def test_operations_endpoints(http):
                  "kcg_informer_watch_errors_total", "kcg_informer_last_event_age_seconds",
                  "kcg_http_request_duration_seconds_bucket", "kcg_open_streams"):
         assert name in metrics, name
-    assert 'kcg_cache_objects{resource="configmaps.v1"}' in metrics
+    assert 'kcg_cache_objects{cluster="default",resource="configmaps.v1"}' in metrics
 
 
 def _late_hub(monkeypatch, *names: str):
@@ -367,7 +367,7 @@ def test_a_list_never_holds_an_object_newer_than_its_version(monkeypatch):
     with run_gateway(cluster) as gw:
         assert httpx.get(gw.url + path).status_code == 200
         changed = cluster.patch(f"{path}/a", {"data": {"n": "1"}})
-        entry = next(iter(gw.gateway.cache.entries().values()))
+        entry = next(iter(gw.gateway.default.caches.entries().values()))
         deadline = time.monotonic() + 5
         while entry.indexer.get_encoded_by_key(object_key("late", "a")).resource_version != \
                 changed["metadata"]["resourceVersion"]:
@@ -387,7 +387,7 @@ def test_a_list_never_lacks_an_object_deleted_after_its_version(monkeypatch):
     cluster, path = _late_hub(monkeypatch, "a", "b")
     with run_gateway(cluster) as gw:
         assert httpx.get(gw.url + path).status_code == 200
-        entry = next(iter(gw.gateway.cache.entries().values()))
+        entry = next(iter(gw.gateway.default.caches.entries().values()))
         wait_until(lambda: len(entry.hub.view) == 2, 5, message="the hub to hear of both")
         cluster.delete(f"{path}/a")
         deadline = time.monotonic() + 5

@@ -141,7 +141,7 @@ def test_the_page_follows_the_cluster_live(local_cluster, kube, namespace, tmp_p
 
             # The server ends the stream (a subscriber too slow); changes pass meanwhile;
             # the browser resumes by Last-Event-ID and the page shows them, with no repaint.
-            entry = next(e for e in gw.gateway.cache.entries().values() if e.resource.resource == "pods")
+            entry = next(e for e in gw.gateway.default.caches.entries().values() if e.resource.resource == "pods")
             subscriber = next(iter(entry.hub.subscribers))
 
             def overflow():

@@ -124,10 +124,11 @@ def test_an_idle_resource_is_unloaded_by_every_worker(local_cluster, tmp_path, d
 
 def test_one_scrape_shows_every_worker(pod):
     text = fresh(pod.url, "/metrics").text
-    assert 'kcg_cache_objects{resource="configmaps.v1",worker="0"}' in text
-    assert 'kcg_cache_objects{resource="configmaps.v1",worker="1"}' in text
+    assert 'kcg_cache_objects{cluster="default",resource="configmaps.v1",worker="0"}' in text
+    assert 'kcg_cache_objects{cluster="default",resource="configmaps.v1",worker="1"}' in text
     assert text.count("# TYPE kcg_cache_objects gauge") == 1
-    assert metric(pod.url, "kcg_informer_synced", resource="configmaps.v1") == {"0": 1.0, "1": 1.0}
+    assert metric(pod.url, "kcg_informer_synced", cluster="default",
+                  resource="configmaps.v1") == {"0": 1.0, "1": 1.0}
 
 
 class Churn:

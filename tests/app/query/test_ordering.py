@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from app.query.values import Columns
+from app.query.values import ValueCache
 from app.query.ordering import SortError, parse_sort
 from informer_core.encoded import EncodedObject
 
@@ -24,24 +24,24 @@ def names(objects):
 
 
 def test_ascending_by_value_with_ties_by_namespace_then_name():
-    ordered, _ = parse_sort("status.n").sort(Columns(), OBJECTS)
+    ordered, _ = parse_sort("status.n").sort(ValueCache(), OBJECTS)
     assert names(ordered) == ["a/z", "c/w", "a/y", "a/x", "b/x"]  # missing first, 100m < 9 < 10
 
 
 def test_descending_keeps_ties_ascending():
-    ordered, _ = parse_sort("-status.n").sort(Columns(), OBJECTS)
+    ordered, _ = parse_sort("-status.n").sort(ValueCache(), OBJECTS)
     assert names(ordered) == ["a/x", "b/x", "a/y", "c/w", "a/z"]
 
 
 def test_several_keys_each_in_its_direction():
-    ordered, _ = parse_sort("status.t,-status.n").sort(Columns(), OBJECTS)
+    ordered, _ = parse_sort("status.t,-status.n").sort(ValueCache(), OBJECTS)
     assert names(ordered) == ["b/x", "a/y", "c/w", "a/x", "a/z"]
 
 
 @pytest.mark.parametrize("text", ["status.t,-status.n", "-status.n", "metadata.name", "status.t"])
 def test_a_place_read_back_from_json_resumes_right_after_it(text):
     ordering = parse_sort(text)
-    ordered, places = ordering.sort(Columns(), OBJECTS)
+    ordered, places = ordering.sort(ValueCache(), OBJECTS)
     for i, place in enumerate(places):
         back = ordering.check_place(orjson.loads(orjson.dumps(place)))
         assert back is not None
@@ -50,7 +50,7 @@ def test_a_place_read_back_from_json_resumes_right_after_it(text):
 
 def test_a_place_between_objects_lands_between_them():
     ordering = parse_sort("-status.n")
-    ordered, places = ordering.sort(Columns(), OBJECTS)
+    ordered, places = ordering.sort(ValueCache(), OBJECTS)
     gone = ((1, 10.0), "a", "xx")  # a deleted object's place: after a/x, before b/x
     assert names(ordered[ordering.after(places, gone):]) == ["b/x", "a/y", "c/w", "a/z"]
 

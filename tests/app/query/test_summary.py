@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from app.query.values import Columns
+from app.query.values import ValueCache
 from app.query.summary import SummaryError, parse_summary, summary_bytes
 from informer_core.encoded import EncodedObject
 
@@ -22,7 +22,7 @@ def test_counts_by_value_with_missing_under_empty():
     objects = [pod("a", "1", "Running", True), pod("a", "2", "Running"), pod("b", "3", "Failed", False),
                pod("b", "4", None)]
     doc = orjson.loads(summary_bytes(parse_summary("status.phase,metadata.namespace,status.ready"),
-                                     Columns(), objects, "42"))
+                                     ValueCache(), objects, "42"))
     assert doc == {"apiVersion": "v1", "kind": "Summary", "metadata": {"resourceVersion": "42"},
                    "total": 4, "counts": {"status.phase": {"": 1, "Failed": 1, "Running": 2},
                                           "metadata.namespace": {"a": 2, "b": 2},
@@ -30,7 +30,7 @@ def test_counts_by_value_with_missing_under_empty():
 
 
 def test_nothing_selected_counts_nothing():
-    doc = orjson.loads(summary_bytes(parse_summary("status.phase"), Columns(), [], "1"))
+    doc = orjson.loads(summary_bytes(parse_summary("status.phase"), ValueCache(), [], "1"))
     assert doc["total"] == 0 and doc["counts"] == {"status.phase": {}}
 
 

@@ -1,9 +1,9 @@
-"""Columns: a path's values read once per object version, bounded in number and age."""
+"""ValueCache: a path's values read once per object version, bounded in number and age."""
 
 from __future__ import annotations
 
 from app.query import values as columns_module
-from app.query.values import Columns
+from app.query.values import ValueCache
 from app.query.fieldpath import parse_path
 from informer_core.encoded import EncodedObject
 
@@ -15,7 +15,7 @@ def pod(name: str, rv: str, phase: str) -> EncodedObject:
 
 
 def test_an_object_is_parsed_once_per_version_whatever_the_number_of_paths():
-    columns = Columns()
+    columns = ValueCache()
     objects = [pod(f"p{i}", "1", "Running") for i in range(10)]
     paths = [parse_path("status.phase"), parse_path("metadata.uid")]
     table = columns.table(paths, objects)
@@ -29,7 +29,7 @@ def test_an_object_is_parsed_once_per_version_whatever_the_number_of_paths():
 
 
 def test_names_namespaces_and_labels_need_no_parse():
-    columns = Columns()
+    columns = ValueCache()
     objects = [pod("a", "1", "x")]
     got = columns.table([parse_path("metadata.name"), parse_path("metadata.namespace"),
                          parse_path("metadata.labels.app")], objects)
@@ -40,7 +40,7 @@ def test_names_namespaces_and_labels_need_no_parse():
 def test_paths_are_bounded_in_number_and_idle_ones_dropped(monkeypatch):
     now = [1000.0]
     monkeypatch.setattr(columns_module.time, "monotonic", lambda: now[0])
-    columns = Columns()
+    columns = ValueCache()
     for i in range(columns_module.MAX_COLUMNS + 10):
         columns.column(parse_path(f"spec.f{i}"))
     assert len(columns) == columns_module.MAX_COLUMNS
@@ -50,7 +50,7 @@ def test_paths_are_bounded_in_number_and_idle_ones_dropped(monkeypatch):
 
 
 def test_deleted_objects_entries_are_let_go():
-    columns = Columns()
+    columns = ValueCache()
     path = parse_path("status.phase")
     columns.table([path], [pod(f"p{i}", "1", "x") for i in range(3000)])
     columns.forget_absent(present=10)

@@ -121,7 +121,7 @@ def test_a_slow_watcher_is_disconnected_and_others_unaffected(backend, kube, nam
             entry = None
             deadline = time.monotonic() + 10
             while entry is None and time.monotonic() < deadline:
-                entry = next(iter(gw.gateway.cache.entries().values()), None)
+                entry = next(iter(gw.gateway.default.caches.entries().values()), None)
                 time.sleep(0.05)
             # A subscriber that never reads: offer events straight to a queue no one drains.
             from app.cache.hub import Subscriber
@@ -208,7 +208,7 @@ def test_sse_subscriber_that_falls_behind_gets_error_429_and_the_stream_ends(bac
         reader = LineReader(url, {"Accept": "text/event-stream"})
         try:
             reader.wait_for(lambda l: any(e.get("event") == "SYNCED" for e in sse_events(l)))
-            (entry,) = gw.gateway.cache.entries().values()
+            (entry,) = gw.gateway.default.caches.entries().values()
             (subscriber,) = entry.hub.subscribers
 
             def overflow():  # what offer() does when the bounded queue is full
@@ -275,7 +275,7 @@ def test_streams_wait_for_the_sync_share_one_handler_and_send_heartbeats(backend
             for reader in readers:
                 reader.wait_for(lambda l: any(e.get("event") == "SYNCED" for e in sse_events(l)))
                 assert reader.status == 200
-            (entry,) = gw.gateway.cache.entries().values()
+            (entry,) = gw.gateway.default.caches.entries().values()
             assert len(entry.hub.subscribers) == 3
             assert entry.generic.informer().handler_count() == 1, "one handler per resource"
             readers[0].wait_for(lambda l: ": heartbeat" in l, timeout=5)

@@ -120,7 +120,7 @@ def test_a_crd_deleted_while_streamed_ends_its_streams_unloads_and_comes_back(lo
             last = json.loads(watch.lines[-1])
             assert last["type"] == "ERROR" and last["object"]["code"] == 404, last
             assert sse.ended() and watch.ended()
-            wait_until(lambda: not any(g.resource == "sprockets" for g in gw.gateway.cache.entries()),
+            wait_until(lambda: not any(g.resource == "sprockets" for g in gw.gateway.default.caches.entries()),
                        10, message="the cache to be unloaded")
             wait_until(lambda: httpx.get(gw.url + path).status_code == 404, 30,
                        message="lists to answer 404")

@@ -127,7 +127,7 @@ def test_browser_eventsource_receives_state_live_events_and_resumes_without_loss
 
                 # End the stream from the server side (a subscriber that fell behind) and
                 # change things while the browser is away; it must resume by itself.
-                (entry,) = gw.gateway.cache.entries().values()
+                (entry,) = gw.gateway.default.caches.entries().values()
                 (subscriber,) = entry.hub.subscribers
 
                 def overflow():

@@ -26,7 +26,7 @@ _CHANGES = 60
 def relists(url: str) -> int:
     text = httpx.get(f"{url}/metrics", timeout=10).text
     return sum(int(float(v)) for v in re.findall(
-        r'^kcg_informer_relists_total\{resource="configmaps[.][^"]*"\} (\S+)$', text, re.M))
+        r'^kcg_informer_relists_total\{cluster="default",resource="configmaps[.][^"]*"\} (\S+)$', text, re.M))
 
 
 def test_clients_come_through_a_relist_with_nothing_lost_or_repeated(local_cluster, kube):

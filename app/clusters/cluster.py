@@ -1,0 +1,91 @@
+"""One cluster as the gateway serves it: its API client, discovery, informers, caches and reviews.
+
+Everything that talks to one cluster's API server or holds its data lives in its
+``Cluster``: the API client (the factory's), discovery, the informer factory, the
+per-resource caches with their event hubs (``app.cache.resources``), the
+``Reviewer`` that asks it ``SubjectAccessReview``s and the cached answers
+(``app.auth.access_review``), and the ``Authorization`` that decides reads of its
+data. The gateway (``app.gateway``) holds clusters by name; a request resolves
+its cluster once, at the entry (``app.http.asgi``), and from there on reaches a
+factory, a client or a decision only through it.
+
+Identity is the one thing not per cluster: a caller is authenticated once, in the
+identity cluster, by the gateway's ``Authenticator``; every cluster's
+authorization shares it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.auth.access_review import AccessReviews
+from app.auth.authentication import Authenticator
+from app.auth.authorization import Authorization
+from app.auth.policy import ResourcePolicy
+from app.auth.reviews import ApiReviewer, Reviewer
+from app.cache.resources import ClusterCache
+from app.settings import Settings
+from informer_core.discovery import Discovery
+from informer_core.factory import SharedInformerFactory
+
+__all__ = ["DEFAULT_CLUSTER", "Cluster"]
+
+DEFAULT_CLUSTER = "default"  # the name of the cluster a gateway of one cluster serves
+
+
+class Cluster:
+    """One cluster's client, discovery, informers, caches, hubs and reviews; see the module."""
+
+    def __init__(self, name: str, settings: Settings, factory: SharedInformerFactory,
+                 reviewer: Reviewer | None = None, default: bool = True) -> None:
+        self.name = name
+        self.default = default
+        self.settings = settings
+        self.factory = factory
+        self.caches = ClusterCache(settings, factory)
+        self.reviewer: Reviewer | None = None
+        self.access: AccessReviews | None = None
+        if settings.authz == "kubernetes":
+            self.reviewer = reviewer or ApiReviewer(factory.api_client)
+            self.access = AccessReviews(
+                self.reviewer, allow_ttl=settings.authz_cache_ttl,
+                deny_ttl=settings.authz_deny_cache_ttl, max_entries=settings.authz_cache_size)
+        self.authorization = Authorization(ResourcePolicy(settings.allow, settings.deny))
+        self._namespace_resource: Any = None
+
+    @property
+    def api_client(self) -> Any:
+        """The cluster's ``kubernetes.client.ApiClient`` (transport, credentials, configuration)."""
+        return self.factory.api_client
+
+    @property
+    def discovery(self) -> Discovery:
+        return self.factory.discovery
+
+    def authorize_with(self, policy: ResourcePolicy, authenticator: Authenticator | None) -> None:
+        """Decide reads of this cluster's data: ``policy``, then (when callers are
+        authenticated) the caller's rights here, by this cluster's own reviews."""
+        partitioned = (self.settings.namespace_partitioned_lists and authenticator is not None)
+        self.authorization = Authorization(
+            policy, authenticator, self.access if authenticator is not None else None,
+            self._namespaces if partitioned else None)
+
+    async def _namespaces(self) -> tuple[int, list[str]]:
+        """(version, names) of this cluster's namespaces, from its own cache of them."""
+        if self._namespace_resource is None:
+            self._namespace_resource = await self.caches.resolve_text("namespaces")
+        entry = await self.caches.load(self._namespace_resource, wait=self.settings.sync_timeout)
+        return entry.hub.rv, [o.name for o in entry.hub.view.values()]
+
+    async def start(self) -> None:
+        """Begin serving: the caches' reaper and heartbeat, and the pre-warmed loads."""
+        await self.caches.start(permits=self.authorization.policy.permits)
+
+    def begin_shutdown(self) -> None:
+        """End every open stream of this cluster now (on the loop)."""
+        for entry in self.caches.entries().values():
+            entry.hub.close_all()
+
+    async def stop(self) -> None:
+        """End every stream, stop every informer and join their threads."""
+        await self.caches.close()

@@ -1,0 +1,73 @@
+"""AccessReviews: reviews built as the API server builds them, kept, answered in its words."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.auth.access_review import Attributes, forbidden_message
+from app.auth.identity import Credentials, UserInfo
+from app.kube.status import StatusError
+from tests.app.auth.reviewing import ALICE, Clock, authenticator, reviews, run
+from tests.app.fake_reviewer import TableReviewer
+
+
+def test_access_reviews_carry_the_users_identity_and_the_api_servers_attributes():
+    reviewer = TableReviewer({"t": ALICE}, {("alice", "get", "deployments", "team-a")})
+    user = run(authenticator(reviewer).authenticate(Credentials("t"))).user
+    run(reviews(reviewer).check(user, Attributes("get", "deployments", "apps", "v1", "team-a", "web")))
+    assert reviewer.access_reviews == [{
+        "resourceAttributes": {"verb": "get", "group": "apps", "version": "v1",
+                               "resource": "deployments", "namespace": "team-a", "name": "web"},
+        "user": "alice", "uid": "a-1", "groups": ["dev", "system:authenticated"]}]
+
+
+def test_allowed_and_denied_answers_are_kept_for_their_own_ttls():
+    clock = Clock()
+    reviewer = TableReviewer({"t": ALICE}, {("alice", "list", "pods", "a")})
+    access = reviews(reviewer, clock, allow_ttl=300, deny_ttl=30)
+    user = UserInfo.from_review(ALICE)
+    allowed, denied = Attributes("list", "pods", namespace="a"), Attributes("list", "pods", namespace="b")
+
+    def ask():
+        run(access.check(user, allowed))
+        with pytest.raises(StatusError):
+            run(access.check(user, denied))
+
+    ask()
+    ask()
+    assert len(reviewer.access_reviews) == 2
+    clock.now += 31  # the denial expired, the allowance did not
+    ask()
+    assert len(reviewer.access_reviews) == 3
+    clock.now += 300
+    ask()
+    assert len(reviewer.access_reviews) == 5
+
+
+@pytest.mark.parametrize("attrs, message", [
+    (Attributes("list", "pods", version="v1", namespace="team-a"),
+     'pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the '
+     'namespace "team-a"'),
+    (Attributes("watch", "deployments", "apps", "v1"),
+     'deployments.apps is forbidden: User "alice" cannot watch resource "deployments" in API '
+     'group "apps" at the cluster scope'),
+    (Attributes("get", "widgets", "example.com", "v1", "a", "w1"),
+     'widgets.example.com "w1" is forbidden: User "alice" cannot get resource "widgets" in API '
+     'group "example.com" in the namespace "a"'),
+    (Attributes("impersonate", "userextras", "authentication.k8s.io", name="x", subresource="scopes"),
+     'userextras.authentication.k8s.io "x" is forbidden: User "alice" cannot impersonate '
+     'resource "userextras/scopes" in API group "authentication.k8s.io" at the cluster scope'),
+    (Attributes("get", path="/metrics"), 'forbidden: User "alice" cannot get path "/metrics"'),
+])
+def test_denials_are_worded_as_the_api_server_words_them(attrs, message):
+    assert forbidden_message("alice", attrs) == message
+    assert forbidden_message("alice", attrs, "RBAC: role x not found") == (
+        message + ": RBAC: role x not found")
+    reviewer = TableReviewer()
+    with pytest.raises(StatusError) as info:
+        run(reviews(reviewer).check(UserInfo("alice"), attrs))
+    error = info.value
+    assert (error.code, error.reason, error.message) == (403, "Forbidden", message)
+    if not attrs.path:
+        assert error.body()["details"] == {k: v for k, v in (
+            ("name", attrs.name), ("group", attrs.group), ("kind", attrs.resource)) if v}

@@ -1,0 +1,103 @@
+"""TokenReviewAuthenticator: tokens reviewed and kept, impersonation reviewed part by part."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.auth.authentication import token_expiry
+from app.auth.identity import Credentials, Impersonation
+from app.kube.status import StatusError
+from tests.app.auth.reviewing import ALICE, Clock, authenticator, jwt, run
+from tests.app.fake_reviewer import TableReviewer
+
+
+def test_no_token_or_a_rejected_token_is_a_401_and_rejections_are_kept_briefly():
+    reviewer = TableReviewer({"good": ALICE})
+    clock = Clock()
+    authn = authenticator(reviewer, clock, deny_ttl=30)
+    for creds in (Credentials(None), Credentials("bad"), Credentials("bad")):
+        with pytest.raises(StatusError) as info:
+            run(authn.authenticate(creds))
+        assert (info.value.code, info.value.message, info.value.reason) == (
+            401, "Unauthorized", "Unauthorized")
+    assert len(reviewer.token_reviews) == 1  # no review without a token; the rejection kept
+    clock.now += 31
+    with pytest.raises(StatusError):
+        run(authn.authenticate(Credentials("bad")))
+    assert len(reviewer.token_reviews) == 2
+
+
+def test_a_token_review_is_kept_for_its_ttl_and_never_past_the_tokens_exp():
+    clock = Clock()
+    token = jwt({"exp": 1.7e9 + 10})  # expires 10 s from the wall clock's now
+    reviewer = TableReviewer({"plain": ALICE, token: ALICE})
+    authn = authenticator(reviewer, clock, token_ttl=120)
+    assert run(authn.authenticate(Credentials("plain"))).user.name == "alice"
+    identity = run(authn.authenticate(Credentials(token)))
+    assert identity.expires == clock.now + 10
+    clock.now += 11
+    run(authn.authenticate(Credentials("plain")))
+    run(authn.authenticate(Credentials(token)))
+    assert [t for t, _ in reviewer.token_reviews] == ["plain", token, token]
+
+
+@pytest.mark.parametrize("token, exp", [
+    (jwt({"exp": 123}), 123.0), (jwt({"exp": 1.5}), 1.5), (jwt({"sub": "x"}), None),
+    (jwt({"exp": True}), None), ("opaque-token", None), ("a.b.c", None), ("a.!!!.c", None),
+])
+def test_token_expiry_is_read_from_a_jwt_when_there_is_one(token, exp):
+    assert token_expiry(token) == exp
+
+
+def test_audiences_are_asked_for_and_a_review_for_other_audiences_is_rejected():
+    reviewer = TableReviewer({"t": ALICE})
+    authn = authenticator(reviewer, audiences=("gateway",))
+    run(authn.authenticate(Credentials("t")))
+    assert reviewer.token_reviews == [("t", ("gateway",))]
+    reviewer.audiences = ["someone-else"]
+    with pytest.raises(StatusError) as info:
+        run(authenticator(reviewer, audiences=("gateway",)).authenticate(Credentials("t")))
+    assert info.value.code == 401
+
+
+def test_impersonation_is_reviewed_part_by_part_and_then_acts_as_the_user():
+    reviewer = TableReviewer({"t": ALICE}, {("alice", "impersonate", "*", "*")})
+    authn = authenticator(reviewer)
+    imp = Impersonation("system:serviceaccount:ns1:robot", ("ops",), "u-9",
+                        (("scopes", ("view",)),))
+    identity = run(authn.authenticate(Credentials("t", imp)))
+    assert identity.user.name == "system:serviceaccount:ns1:robot"
+    assert identity.user.groups == ("ops", "system:authenticated")
+    assert identity.impersonator.name == "alice"
+    asked = [r["resourceAttributes"] for r in reviewer.access_reviews]
+    assert asked == [
+        {"verb": "impersonate", "group": "", "version": "", "resource": "serviceaccounts",
+         "namespace": "ns1", "name": "robot"},
+        {"verb": "impersonate", "group": "", "version": "", "resource": "groups", "name": "ops"},
+        {"verb": "impersonate", "group": "authentication.k8s.io", "version": "",
+         "resource": "userextras", "name": "view", "subresource": "scopes"},
+        {"verb": "impersonate", "group": "authentication.k8s.io", "version": "",
+         "resource": "uids", "name": "u-9"},
+    ]
+    assert all(r["user"] == "alice" for r in reviewer.access_reviews)
+
+
+def test_an_impersonation_not_allowed_is_a_403_naming_it():
+    reviewer = TableReviewer({"t": ALICE}, {("alice", "impersonate", "users", "")})
+    with pytest.raises(StatusError) as info:
+        run(authenticator(reviewer).authenticate(Credentials("t", Impersonation("bob", ("system:masters",)))))
+    assert info.value.code == 403
+    assert info.value.message == (
+        'groups "system:masters" is forbidden: User "alice" cannot impersonate resource "groups" '
+        'in API group "" at the cluster scope')
+
+
+def test_a_review_that_cannot_be_made_is_a_503_and_is_not_kept():
+    reviewer = TableReviewer({"t": ALICE})
+    reviewer.failing = True
+    authn = authenticator(reviewer)
+    with pytest.raises(StatusError) as info:
+        run(authn.authenticate(Credentials("t")))
+    assert info.value.code == 503 and info.value.headers == {"Retry-After": "1"}
+    reviewer.failing = False
+    assert run(authn.authenticate(Credentials("t"))).user.name == "alice"
