@@ -14,7 +14,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from informer_core.encoded import EncodedObject
-from informer_core.listwatch import ListerWatcher, ListOptions, ListPage, WatchEvent, WatchStream
+from informer_core.listwatch import (
+    Abortable,
+    ListerWatcher,
+    ListOptions,
+    ListPage,
+    WatchEvent,
+    WatchStream,
+)
 from informer_core.pages import Transform, encode_page, is_metadata_transform
 from informer_core.rest import ApiListerWatcher
 
@@ -83,9 +90,8 @@ class EncodingListerWatcher:
         return _EncodingStream(self._inner.watch(options), self._encode)
 
     def abort(self) -> None:
-        abort = getattr(self._inner, "abort", None)
-        if abort is not None:
-            abort()
+        if isinstance(self._inner, Abortable):
+            self._inner.abort()
 
 
 class _EncodingStream:

@@ -29,7 +29,14 @@ from informer_core.discovery import APIResource, Discovery, GroupVersionResource
 from informer_core.errors import NotFoundError, UnsupportedResourceError
 from informer_core.informer import SharedIndexInformer
 from informer_core.lister import GenericLister
-from informer_core.listwatch import ListerWatcher, ListOptions, ListPage, WatchStream, tweaked
+from informer_core.listwatch import (
+    Abortable,
+    ListerWatcher,
+    ListOptions,
+    ListPage,
+    WatchStream,
+    tweaked,
+)
 from informer_core.rest import ApiListerWatcher
 
 __all__ = ["GenericInformer", "GroupVersionResource", "ListerWatcherFunc", "NotFoundError",
@@ -346,6 +353,5 @@ class _TweakedListerWatcher:
         return self._inner.watch(tweaked(options, self._tweak))
 
     def abort(self) -> None:
-        abort = getattr(self._inner, "abort", None)
-        if abort is not None:
-            abort()
+        if isinstance(self._inner, Abortable):
+            self._inner.abort()

@@ -8,7 +8,9 @@ buffer and a thread of its own, so a slow handler delays nobody else.
 Objects enter the cache encoded (``EncodedObject``): each page and watch event
 is parsed once, transformed (``set_transform``), encoded once, and the parsed
 form dropped. Handlers still receive plain ``dict``s, decoded when delivered;
-handlers marked ``accepts_encoded = True`` receive the stored form itself.
+an ``EncodedHandler`` receives the stored form itself. What a handler can take
+(``EncodedHandler``, ``SettledHandler``, ``SyncedHandler``) is read once, when
+it is added.
 
 Relists are never silent: an object deleted while the watch was down reaches
 handlers as ``on_delete`` with a ``DeletedFinalStateUnknown``; one changed while
@@ -23,7 +25,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from informer_core.delta_fifo import Delta, DeletedFinalStateUnknown, DeltaFIFO, DeltaType
 from informer_core.encoded import EncodedObject
@@ -42,10 +44,13 @@ from informer_core.store import (
 )
 
 __all__ = [
+    "EncodedHandler",
     "ResourceEventHandler",
     "ResourceEventHandlerFuncs",
     "SharedIndexInformer",
     "HandlerRegistration",
+    "SettledHandler",
+    "SyncedHandler",
 ]
 
 log = logging.getLogger(__name__)
@@ -57,18 +62,9 @@ _POP_TIMEOUT = 0.25
 class ResourceEventHandler(Protocol):
     """Receives notifications; called on the listener's own thread, one at a time.
 
-    A handler may also define ``on_synced()``: called once, in order with the
-    other calls, right after the last ``on_add`` of the initial list (so a
-    handler that forwards its calls elsewhere can signal the sync, nobody polls).
-
-    Consistent points. The store holds exactly the server's state at some
-    resourceVersion only when nothing is left in the informer's queue (see
-    ``informer_core.delta_fifo``). A handler marked ``accepts_settled = True``
-    is told so with the notification that brings the store there: its
-    ``on_add``, ``on_update`` and ``on_delete`` take a keyword ``settled``, the
-    version ("" when the store is not at one yet); and ``on_settled(version)``
-    comes alone when the store reaches one without a change (a bookmark, a
-    relist that changed nothing, the last item of a queue not for it).
+    A handler may do more, each said by a protocol of its own: ``SyncedHandler``
+    (told when the initial list is in), ``EncodedHandler`` (takes the stored
+    form), ``SettledHandler`` (told the consistent points).
     """
 
     def on_add(self, obj: Any, is_in_initial_list: bool) -> None: ...
@@ -76,6 +72,65 @@ class ResourceEventHandler(Protocol):
     def on_update(self, old: Any, new: Any) -> None: ...
 
     def on_delete(self, obj: Any) -> None: ...
+
+
+@runtime_checkable
+class SyncedHandler(Protocol):
+    """A handler told when the initial list is in: ``on_synced()``, once, in order with the
+    other calls, right after the last ``on_add`` of the initial list (so a handler that
+    forwards its calls elsewhere can signal the sync, and nobody polls)."""
+
+    def on_synced(self) -> None: ...
+
+
+@runtime_checkable
+class EncodedHandler(Protocol):
+    """A handler that takes objects as the store keeps them (``EncodedObject``), never
+    decoded: it says so with ``accepts_encoded = True``."""
+
+    accepts_encoded: bool
+
+
+@runtime_checkable
+class SettledHandler(Protocol):
+    """A handler told the consistent points; it says so with ``accepts_settled = True``.
+
+    The store holds exactly the server's state at some resourceVersion only when
+    nothing is left in the informer's queue (see ``informer_core.delta_fifo``). Such a
+    handler is told so with the notification that brings the store there: its
+    ``on_add``, ``on_update`` and ``on_delete`` take a keyword ``settled``, the version
+    ("" when the store is not at one yet); and ``on_settled(version)`` comes alone when
+    the store reaches one without a change (a bookmark, a relist that changed nothing,
+    the last item of a queue not for it).
+    """
+
+    accepts_settled: bool
+
+    def on_add(self, obj: Any, is_in_initial_list: bool, settled: str = "") -> None: ...
+
+    def on_update(self, old: Any, new: Any, settled: str = "") -> None: ...
+
+    def on_delete(self, obj: Any, settled: str = "") -> None: ...
+
+    def on_settled(self, version: str) -> None: ...
+
+
+class _Capabilities(NamedTuple):
+    """What one handler can take, read once when it is added."""
+
+    encoded: bool
+    settled: bool
+    on_synced: Callable[[], None] | None
+    on_settled: Callable[[str], None] | None
+
+
+def _capabilities(handler: Any) -> _Capabilities:
+    settled = isinstance(handler, SettledHandler) and handler.accepts_settled is True
+    return _Capabilities(
+        encoded=isinstance(handler, EncodedHandler) and handler.accepts_encoded is True,
+        settled=settled,
+        on_synced=handler.on_synced if isinstance(handler, SyncedHandler) else None,
+        on_settled=handler.on_settled if settled else None)
 
 
 class ResourceEventHandlerFuncs:
@@ -130,22 +185,20 @@ class _Notification:
             decoded = self._decoded = (_decode(self.new), _decode(self.old))
         return decoded
 
-    def deliver(self, handler: Any) -> None:
+    def deliver(self, handler: Any, can: _Capabilities) -> None:
         if self.kind == "synced":
-            on_synced = getattr(handler, "on_synced", None)
-            if on_synced is not None:
-                on_synced()
+            if can.on_synced is not None:
+                can.on_synced()
             return
         if self.kind == "settled":
-            on_settled = getattr(handler, "on_settled", None)
-            if on_settled is not None and getattr(handler, "accepts_settled", False):
-                on_settled(self.new)
+            if can.on_settled is not None:
+                can.on_settled(self.new)
             return
-        if getattr(handler, "accepts_encoded", False):
+        if can.encoded:
             new, old = self.new, self.old
         else:
             new, old = self.decoded()
-        if getattr(handler, "accepts_settled", False):
+        if can.settled:
             if self.kind == "add":
                 handler.on_add(new, self.initial, settled=self.settled)
             elif self.kind == "update":
@@ -180,6 +233,7 @@ class _ProcessorListener:
     def __init__(self, handler: Any, requested_resync: float, resync: float,
                  clock: Callable[[], float]) -> None:
         self.handler = handler
+        self.can = _capabilities(handler)
         self.requested_resync_period = requested_resync
         self.resync_period = resync
         self._clock = clock
@@ -232,7 +286,7 @@ class _ProcessorListener:
                     return
                 notification = self._buffer.popleft()
             try:
-                notification.deliver(self.handler)
+                notification.deliver(self.handler, self.can)
             except Exception:  # noqa: BLE001 - a failing handler must not stop the others
                 log.exception("event handler %r failed on %s", self.handler, notification.kind)
             finally:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from informer_core.errors import APIStatusError, NotFoundError, ResourceExpiredError
 
 __all__ = [
+    "Abortable",
     "ListOptions",
     "ListPage",
     "ListerWatcher",
@@ -22,6 +23,18 @@ __all__ = [
     "status_error",
     "tweaked",
 ]
+
+
+@runtime_checkable
+class Abortable(Protocol):
+    """A lister-watcher whose requests in flight can be ended from any thread.
+
+    client-go cancels a request's context; here a reflector being stopped calls
+    ``abort()``, so a list or watch blocked on the network ends at once instead of
+    at its read timeout. Lister-watchers that wrap another pass it on.
+    """
+
+    def abort(self) -> None: ...
 
 
 @dataclass

@@ -30,12 +30,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from informer_core.backoff import ExponentialBackoff
 from informer_core.encoded import resource_version_of
 from informer_core.errors import APIStatusError, ResourceExpiredError, WatchAbortedError
 from informer_core.listwatch import (
+    Abortable,
     ListerWatcher,
     ListOptions,
     ListPage,
@@ -51,6 +52,7 @@ __all__ = [
     "Reflector",
     "ReflectorStats",
     "ReflectorStore",
+    "ResourceVersionUpdater",
     "ResourceExpiredError",
     "WatchEvent",
     "WatchStream",
@@ -75,6 +77,14 @@ class ReflectorStore(Protocol):
     def replace(self, objs: list[Any], resource_version: str) -> None: ...
 
     def resync(self) -> None: ...
+
+
+@runtime_checkable
+class ResourceVersionUpdater(Protocol):
+    """A store told the version after every watch event, bookmarks included (client-go's
+    ``ResourceVersionUpdater``): it can then say which version it is exactly at."""
+
+    def update_resource_version(self, resource_version: str) -> None: ...
 
 
 @dataclass
@@ -298,7 +308,8 @@ class Reflector:
         store = self._store
         # Told the version after every event, bookmarks included (client-go's
         # ResourceVersionUpdater): a store that knows it can say where it is exactly.
-        update_version = getattr(store, "update_resource_version", None)
+        update_version = (store.update_resource_version
+                          if isinstance(store, ResourceVersionUpdater) else None)
         for event in stream:
             if stop.is_set():
                 return
@@ -363,9 +374,8 @@ class Reflector:
                         log.exception("%s: resync failed", self.name)
 
     def _abort(self) -> None:
-        abort = getattr(self._lw, "abort", None)
-        if abort is not None:
-            abort()
+        if isinstance(self._lw, Abortable):
+            self._lw.abort()
         with self._lock:
             stream = self._stream
         if stream is not None:

@@ -11,6 +11,16 @@ One ``EventHub`` per resource lives on the event loop. The informer's single
 - ``subscribers``: each with its selection and a bounded queue; per-subscriber
   work is the selector match only.
 
+Why a view beside the indexer. The indexer is the informer's, written on its
+thread, a moment ahead of the loop; a stream's first state must be taken at the
+same point of the event sequence as its subscription, on the loop, with no lock
+and no wait: the view is that state. It is not a second copy of the objects: it
+maps keys to the very ``EncodedObject``s the indexer holds (the handler takes
+them encoded). Measured on 10,000 Pods of the benchmark's shape: objects and
+indexer 14.7 MiB, the view 0.20 MiB more (1.4 %; ``tracemalloc``, both filled
+from the same encoded objects). Making the indexer the only copy would put a
+lock and a version check on every stream's first state, for 1.4 %.
+
 Resource versions. Watch events normally arrive in increasing resourceVersion
 order, and an event's ``rv`` is its object's. Events found by a relist carry
 old versions (a tombstone's is its last known state's), and a burst may come

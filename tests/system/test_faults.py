@@ -21,10 +21,8 @@ import httpx
 import pytest
 
 from control_plane.cluster import LocalCluster
-from control_plane.errors import ClusterUnavailableError
 from control_plane.faults import FaultProxy
 from control_plane.kubeapi import KubeAPI
-from control_plane.pytest_plugin import unavailable
 from tests.app.conftest import run_gateway, wait_until
 from tests.app.streams.test_watch import ResumingWatcher
 from tests.deploy.test_scale_out import EventSourceView
@@ -32,19 +30,6 @@ from tests.deploy.test_scale_out import EventSourceView
 pytestmark = pytest.mark.cluster
 
 _OBJECTS = 20
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[LocalCluster]:
-    """A control plane for these scenarios alone: they kill and stop its parts."""
-    try:
-        own = LocalCluster().start()
-    except ClusterUnavailableError as exc:
-        unavailable(f"the real kube-apiserver could not be started: {exc}")
-    try:
-        yield own
-    finally:
-        own.stop()
 
 
 class Scenario:

@@ -4,28 +4,11 @@ other tests do not share the load."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from bench.soak import LISTERS, soak
-from control_plane.cluster import LocalCluster
-from control_plane.errors import ClusterUnavailableError
-from control_plane.pytest_plugin import unavailable
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[LocalCluster]:
-    try:
-        own = LocalCluster().start()
-    except ClusterUnavailableError as exc:
-        unavailable(f"the real kube-apiserver could not be started: {exc}")
-    try:
-        yield own
-    finally:
-        own.stop()
 
 
 @pytest.mark.timeout(420)
