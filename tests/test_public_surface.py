@@ -73,6 +73,40 @@ def test_package_exports_exactly(package, names):
         assert hasattr(module, name), name
 
 
+@pytest.mark.parametrize("module,names", [
+    # the house's rooms: what ties the wings together, the cluster unit, the request's context
+    ("app.gateway", ["Gateway"]),
+    ("app.clusters.cluster", ["Cluster", "DEFAULT_CLUSTER"]),
+    ("app.http.context", ["RequestContext", "context_of"]),
+    # authentication apart from authorization
+    ("app.auth.authentication", ["Authenticator", "Identity", "TokenReviewAuthenticator",
+                                 "token_expiry", "unauthorized"]),
+    ("app.auth.access_review", ["AccessReviews", "Attributes", "forbidden_message"]),
+    ("app.auth.authorization", ["Access", "Authorization", "Grant", "attributes"]),
+    ("app.auth.policy", ["ResourcePolicy"]),
+    ("app.cache.resources", ["ClusterCache", "ResourceCache"]),
+    ("app.query.engine", ["KEEP_ANSWERS_BELOW", "QueryEngine", "Result"]),
+    ("app.query.values", ["PathValues", "ValueCache"]),
+    ("app.process.cli", ["build_parser", "main"]),
+    ("app.process.launch", ["serve"]),
+    ("app.settings", ["Settings", "add_arguments", "is_loopback", "settings_from_args"]),
+    # capabilities named by protocols
+    ("informer_core.listwatch", ["Abortable", "ListOptions", "ListPage", "ListerWatcher",
+                                 "WatchEvent", "WatchStream", "status_error", "tweaked"]),
+    ("informer_core.informer", ["EncodedHandler", "HandlerRegistration", "ResourceEventHandler",
+                                "ResourceEventHandlerFuncs", "SettledHandler",
+                                "SharedIndexInformer", "SyncedHandler"]),
+])
+def test_module_exports_exactly(module, names):
+    assert sorted(importlib.import_module(module).__all__) == sorted(names)
+
+
+def test_each_wing_of_app_is_a_package_exporting_nothing():
+    for wing in ("auth", "cache", "clusters", "http", "kube", "process", "query", "streams"):
+        package = importlib.import_module(f"app.{wing}")
+        assert package.__all__ == [] and package.__doc__, wing
+
+
 def test_every_library_error_is_at_the_package_root():
     import informer_core
     from informer_core import errors

@@ -1,4 +1,4 @@
-"""The package root exports exactly the public API, and every error is where API.md says."""
+"""The package root exports exactly the public API, and every error is where the library says (each error importable from the module that raises it and from the root)."""
 
 from __future__ import annotations
 

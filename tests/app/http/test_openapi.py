@@ -86,3 +86,25 @@ def test_the_gateway_answers_every_generated_request_as_documented(gateway, oper
 
     check()
     assert calls, "nothing was sent"
+
+
+def test_the_http_reference_names_every_path_parameter_and_code_of_the_document():
+    """``docs/http-api.md`` is the reference users read: it leaves out nothing the gateway's
+    own OpenAPI document describes (a path, a query parameter, a status code)."""
+    from pathlib import Path
+
+    reference = (Path(__file__).resolve().parents[3] / "docs" / "http-api.md").read_text()
+    doc = document()
+    missing = []
+    for path, operations in doc["paths"].items():
+        if f"`{path}`" not in reference:
+            missing.append(f"path {path}")
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] == "query" and f"`{parameter['name']}" not in reference:
+                    missing.append(f"parameter {parameter['name']}")
+            for code in operation.get("responses", {}):
+                if f"`{code}`" not in reference:
+                    missing.append(f"status {code}")
+    assert not sorted(set(missing)), sorted(set(missing))
+    assert "`/openapi.json`" in reference

@@ -24,7 +24,7 @@ def strip(obj: dict) -> dict:
 
 
 def same_objects(gateway_items: list[dict], api_items: list[dict]) -> None:
-    """The same objects, as API.md defines it: (namespace, name, resourceVersion) and content."""
+    """The same objects: (namespace, name, resourceVersion) and content, as docs/http-api.md says."""
     def key(o):
         m = o["metadata"]
         return (m.get("namespace", ""), m["name"], m["resourceVersion"])
