@@ -26,7 +26,7 @@ from app.settings import Settings
 from app.cache.answer_age import HEARTBEAT_EVERY, stale_since
 from app.kube.status import StatusError, not_found
 from app.kube.table import Printer
-from informer_core.discovery import APIResource, GroupVersionResource
+from informer_core.discovery import APIResource, Discovery, GroupVersionResource
 from informer_core.errors import NotFoundError, UnsupportedResourceError
 from informer_core.factory import GenericInformer, SharedInformerFactory
 from informer_core.informer import HandlerRegistration
@@ -86,7 +86,9 @@ class ClusterCache:
         self._heartbeat: asyncio.Task | None = None
         self._probing = False
         self._next_discovery: asyncio.Future | None = None  # the refresh misses wait for
+        self._refreshing: asyncio.Future | None = None  # the refresh stale discovery waits for
         self._prewarm_gvrs: set[GroupVersionResource] = set()
+        self._prewarmed_once = False
         self._prewarm_task: asyncio.Task | None = None
         # told of each resource this process begins to load on a request (its siblings
         # load it too: see app.process.peers)
@@ -197,6 +199,29 @@ class ClusterCache:
         await asyncio.sleep(max(0.0, discovery.min_refresh_interval - discovery.age()))
         self._next_discovery = None  # misses from now on wait for the refresh after this one
         await run_blocking(discovery.refresh)
+
+    async def discovery_within(self, max_age: float) -> Discovery:
+        """The cluster's discovery, refreshed first if older than ``max_age`` seconds.
+
+        One refresh at a time, shared by every request that finds the view old (as
+        misses for unknown resources share theirs): two hundred concurrent ``/apis``
+        on a stale view cost one refresh, not two hundred. A refresh that fails keeps
+        the view there was.
+
+        Raises:
+            StatusError: 503 when discovery could never be fetched.
+        """
+        discovery = self.factory.discovery
+        if discovery.age() > max_age:
+            if self._refreshing is None or self._refreshing.done():
+                self._refreshing = asyncio.ensure_future(run_blocking(discovery.refresh))
+            try:
+                await asyncio.shield(self._refreshing)
+            except ConnectionError as exc:
+                if not discovery.loaded():
+                    raise StatusError(503, f"discovery is not available yet: {exc}",
+                                      headers={"Retry-After": "1"}) from None
+        return discovery
 
     async def resolve_text(self, text: str) -> APIResource:
         """Resolve ``pods``, ``deployments.apps``, ... (for configuration)."""
@@ -406,5 +431,15 @@ class ClusterCache:
         return stale_since(entry.generic.informer().reflector_stats(), self.confirmed_at)
 
     def prewarm_ready(self) -> bool:
-        """Return whether every pre-warmed resource is loaded and synced."""
-        return all(self.ready_entry(gvr) is not None for gvr in self._prewarm_gvrs)
+        """Return whether every pre-warmed resource has been loaded and synced once.
+
+        Once true it stays true: a cache that synced keeps serving whatever happens to
+        its API server afterwards (``app.http.ops``: readiness).
+        """
+        if not self._prewarmed_once:
+            self._prewarmed_once = all(self.ready_entry(g) is not None for g in self._prewarm_gvrs)
+        return self._prewarmed_once
+
+    def api_server_answers(self) -> bool:
+        """Whether the API server answered the last heartbeat (no request made here)."""
+        return self._reachable[1]

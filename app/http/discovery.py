@@ -1,7 +1,7 @@
 """Discovery, as the API server serves it: /api, /apis, /api/v1, /apis/{group}[/{version}], /version.
 
 The documents are the API server's own (refreshed when older than a few
-seconds), so kubectl and the official Python client see the same resources,
+seconds, one refresh at a time however many ask: ``ClusterCache.discovery_within``), so kubectl and the official Python client see the same resources,
 verbs and short names. Discovery is not authorization: denied resources are
 listed too; reading them answers 403.
 """
@@ -12,9 +12,9 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from app.bridge import run_blocking
 from app.http.context import context_of
-from app.kube.status import StatusError, not_found
+from app.kube.status import not_found
+from informer_core.discovery import Discovery
 
 __all__ = ["router"]
 
@@ -26,17 +26,9 @@ def _json(doc: object) -> Response:
     return Response(orjson.dumps(doc), media_type="application/json")
 
 
-async def _discovery(request: Request):
+async def _discovery(request: Request) -> Discovery:
     cluster = context_of(request.scope).cluster or request.app.state.gateway.default
-    discovery = cluster.discovery
-    if discovery.age() > _MAX_AGE:
-        try:
-            await run_blocking(discovery.refresh)
-        except ConnectionError as exc:
-            if not discovery.loaded():
-                raise StatusError(503, f"discovery is not available yet: {exc}",
-                                  headers={"Retry-After": "1"}) from None
-    return discovery
+    return await cluster.caches.discovery_within(_MAX_AGE)
 
 
 @router.get("/api", include_in_schema=False)

@@ -16,7 +16,7 @@ __all__ = ["router"]
 router = APIRouter()
 
 _OPENAPI = orjson.dumps(document())
-_STALE_FOR = 30.0  # seconds a pre-warmed cache may go without following before not ready
+_STALE_FOR = 30.0  # seconds a cache may go without following before /readyz?verbose names it
 
 
 @router.get("/healthz", include_in_schema=False)
@@ -28,28 +28,41 @@ async def healthz() -> Response:
 
 @router.get("/readyz", include_in_schema=False)
 async def readyz(request: Request) -> Response:
-    """Ready when the pre-warmed caches are synced and following, and the API server answers.
+    """Ready once every pre-warmed cache has synced; then ready for as long as the process serves.
 
-    Answers keep coming from the caches either way (saying how old they may be:
-    ``app.cache.answer_age``); not ready tells a load balancer to prefer a replica
-    that is following the API server.
+    A replica that is not ready leaves its Service. The moment the API server is
+    away is exactly when the caches are the only thing left to read, so that must
+    not take replicas out: as CoreDNS's kubernetes plugin, the gateway is ready after
+    its first sync and stays ready while it serves from a cache that is not following
+    (its answers say how old they may be: ``app.cache.answer_age``). ``?verbose``
+    lists each check as the API server's ``/readyz?verbose`` does, the caches that
+    are not following among them.
     """
-    problems = []
+    lines, ready = ["[+]ping ok"], True
+    now = time.time()
     for cluster in request.app.state.gateway.clusters.values():
         cache = cluster.caches
-        if not cache.prewarm_ready():
-            problems.append("pre-warmed caches are not synced yet")
-        if not await cache.api_server_reachable():
-            problems.append("the API server does not answer")
-        now = time.time()
+        if cache.prewarm_ready():
+            lines.append(f"[+]cluster-{cluster.name}-synced ok")
+        else:
+            ready = False
+            lines.append(f"[-]cluster-{cluster.name}-synced failed: the pre-warmed caches have "
+                         f"not synced yet")
+        behind = []
+        if not cache.api_server_answers():
+            behind.append("its API server does not answer the heartbeat")
         for gvr, entry in cache.entries().items():
             since = cache.stale_since(entry)
-            if entry.prewarmed and since is not None and now - since > _STALE_FOR:
-                problems.append(f"the pre-warmed cache of {gvr.resource} has not followed the "
-                                f"API server for {int(now - since)} s")
-    if problems:
-        return PlainTextResponse("not ready: " + "; ".join(problems) + "\n", status_code=503)
-    return PlainTextResponse("ok")
+            if since is not None and now - since > _STALE_FOR:
+                behind.append(f"{gvr.resource} not following for {int(now - since)} s")
+        lines.append(f"[+]cluster-{cluster.name}-following ok" + (
+            f" (serving from the cache: {'; '.join(behind)})" if behind else ""))
+    verbose = "verbose" in request.query_params
+    if not ready:
+        body = "\n".join(lines) + "\nreadyz check failed\n" if verbose else (
+            "not ready: " + "; ".join(l.split(": ", 1)[1] for l in lines if l.startswith("[-]")) + "\n")
+        return PlainTextResponse(body, status_code=503)
+    return PlainTextResponse("\n".join(lines) + "\nreadyz check passed\n" if verbose else "ok")
 
 
 @router.get("/metrics", include_in_schema=False)

@@ -198,8 +198,10 @@ def test_api_server_stopped_for_30_seconds(scenario):
                    message="answers to say they may be old")
         during = httpx.get(scenario.gateway.url + scenario.path, timeout=5)
         assert during.status_code == 200 and during.json()["items"]
-        wait_until(lambda: httpx.get(scenario.gateway.url + "/readyz", timeout=5).status_code == 503,
-                   20, message="/readyz to say not ready")
+        wait_until(lambda: "does not answer" in httpx.get(scenario.gateway.url + "/readyz?verbose",
+                                                          timeout=5).text,
+                   20, message="/readyz?verbose to say the cache is not following")
+        assert httpx.get(scenario.gateway.url + "/readyz", timeout=5).status_code == 200
         time.sleep(max(0.0, 30 - (time.monotonic() - began)))
     finally:
         process.send_signal(signal.SIGCONT)

@@ -1,0 +1,66 @@
+"""The operations paths on their own: readiness before and after the first sync, and verbose."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+
+from app.main import build_factory
+from app.settings import Settings
+from control_plane.cluster import free_port
+from control_plane.fake import FakeCluster
+from tests.app.conftest import RunningGateway
+from tests.helpers import wait_until
+
+
+class _HeldLists:
+    """A lister-watcher whose lists wait for ``gate``: a cache that cannot sync yet."""
+
+    def __init__(self, inner, gate: threading.Event) -> None:
+        self._inner, self._gate = inner, gate
+
+    def list(self, options):
+        self._gate.wait(30)
+        return self._inner.list(options)
+
+    def watch(self, options):
+        return self._inner.watch(options)
+
+
+def test_not_ready_until_the_prewarmed_caches_have_synced_then_ready_for_good():
+    fake = FakeCluster()
+    fake.request("POST", "/api/v1/namespaces", {"metadata": {"name": "a"}})
+    fake.request("POST", "/api/v1/namespaces/a/configmaps", {"metadata": {"name": "c"}})
+    gate = threading.Event()
+    settings = Settings(port=free_port(), prewarm=("configmaps",))
+    factory = build_factory(settings, discovery=fake.discovery(),
+                            lister_watcher_func=lambda r, ns=None: _HeldLists(
+                                fake.lister_watcher(r, ns), gate))
+    gateway = RunningGateway(settings, factory=factory).start()
+    try:
+        url = f"http://127.0.0.1:{settings.port}"
+        waiting = httpx.get(f"{url}/readyz")
+        assert waiting.status_code == 503
+        assert waiting.text == "not ready: the pre-warmed caches have not synced yet\n"
+        verbose = httpx.get(f"{url}/readyz?verbose")
+        assert verbose.status_code == 503
+        assert verbose.text.splitlines() == [
+            "[+]ping ok",
+            "[-]cluster-default-synced failed: the pre-warmed caches have not synced yet",
+            verbose.text.splitlines()[2],  # the heartbeat's word, whatever it is by now
+            "readyz check failed"]
+        gate.set()
+        wait_until(lambda: httpx.get(f"{url}/readyz").status_code == 200, 20,
+                   message="ready once synced")
+        assert httpx.get(f"{url}/readyz").text == "ok"
+        passed = httpx.get(f"{url}/readyz?verbose").text.splitlines()
+        assert passed[:2] == ["[+]ping ok", "[+]cluster-default-synced ok"]
+        assert passed[2].startswith("[+]cluster-default-following ok")
+        assert passed[-1] == "readyz check passed"
+        gateway.gateway.default.factory.stop_informer(
+            next(iter(gateway.gateway.default.factory.informers())), "idle")
+        assert httpx.get(f"{url}/readyz").status_code == 200, "synced once: ready for good"
+    finally:
+        gate.set()
+        gateway.stop()
