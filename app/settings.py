@@ -33,6 +33,15 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _is_loopback_origin(origin: str) -> bool:
+    """Whether a CORS origin (``scheme://host[:port]``) is a page served from this machine."""
+    scheme, sep, rest = origin.partition("://")
+    if not sep or scheme not in ("http", "https") or not rest:
+        return False
+    host = rest[1:rest.find("]")] if rest.startswith("[") and "]" in rest else rest.rsplit(":", 1)[0]
+    return is_loopback(host)
+
+
 def _split(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
     if isinstance(value, (list, tuple)):
         value = ",".join(value)
@@ -53,6 +62,7 @@ class Settings:
     workers: int = 1  # --workers auto is resolved when parsed: the CPUs the process may use
     tls_cert_file: str = ""
     tls_private_key_file: str = ""
+    forwarded_allow_ips: tuple[str, ...] = ()
     # What we cache.
     namespace: str = ""
     prewarm: tuple[str, ...] = ()
@@ -103,6 +113,9 @@ _HELP = {
     "tls_cert_file": "serve HTTPS with this PEM certificate (chain); needs "
                      "--tls-private-key-file (default: plain HTTP)",
     "tls_private_key_file": "the PEM private key of --tls-cert-file",
+    "forwarded_allow_ips": "addresses of the proxies in front whose X-Forwarded-For and "
+                           "X-Forwarded-Proto are believed, comma-separated, or * (default: "
+                           "none: the connection's own address is the client's)",
     "namespace": "cache only this namespace (default: all namespaces)",
     "prewarm": "resources to cache at start-up, comma-separated, written as kubectl writes "
                "them: pods,deployments.apps,widgets.v1.example.com",
@@ -244,6 +257,14 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             f"everything its Kubernetes identity can. Give --authz kubernetes (each caller "
             f"authorized by the cluster's RBAC), listen on 127.0.0.1, or give --allow-anonymous "
             f"(KCG_ALLOW_ANONYMOUS=true) if a network policy or proxy in front restricts access.")
+    if settings.authz == "none":
+        remote = [o for o in settings.cors_origins if not _is_loopback_origin(o)]
+        if remote:
+            raise ValueError(
+                f"--cors-origins {','.join(remote)} with --authz none would let every page "
+                f"served from there read everything this gateway's Kubernetes identity can, "
+                f"with its visitors' browsers: give --authz kubernetes (each caller authorized "
+                f"by the cluster's RBAC), or name only loopback origins (http://localhost:3000)")
     if settings.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ValueError("--log-level must be debug, info, warning or error")
     return settings

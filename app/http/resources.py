@@ -86,7 +86,8 @@ async def resource_endpoint(request: Request) -> Response:
     watching = query.watch if query is not None else b"watch=" in raw_query
     streaming = watching or (target.name is None and accept_header is not None
                              and "text/event-stream" in accept_header)
-    verb = "get" if target.name is not None else ("watch" if streaming else "list")
+    # a watch of one object is a watch (the contract authorizes every stream as one), not a get
+    verb = "watch" if streaming else ("get" if target.name is not None else "list")
     namespace = target.namespace
     access = Access(verb, resource, namespace, target.name)
     authorization = cluster.authorization

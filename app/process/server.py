@@ -11,7 +11,32 @@ import asyncio
 import signal
 from typing import Any
 
-__all__ = ["run_server"]
+__all__ = ["run_server", "uvicorn_config"]
+
+
+def uvicorn_config(app: Any, settings: Any, **overrides: Any) -> Any:
+    """uvicorn's configuration for ``app`` from ``settings`` (``overrides`` win).
+
+    ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are believed only from the proxies
+    ``--forwarded-allow-ips`` names: uvicorn believes loopback by default, so a
+    port-forward or a sidecar could pass any client address, and the access log and
+    the per-client stream limit would read the forgery.
+    """
+    import uvicorn
+
+    from app.http.limits import guarded_protocol
+
+    options: dict[str, Any] = {
+        "host": settings.host, "port": settings.port, "workers": 1,
+        "http": guarded_protocol(settings), "log_level": settings.log_level.lower(),
+        "access_log": False, "timeout_graceful_shutdown": 10, "lifespan": "on",
+        "ssl_certfile": settings.tls_cert_file or None,
+        "ssl_keyfile": settings.tls_private_key_file or None,
+        "proxy_headers": bool(settings.forwarded_allow_ips),
+        "forwarded_allow_ips": list(settings.forwarded_allow_ips) or None,
+    }
+    options.update(overrides)
+    return uvicorn.Config(app, **options)
 
 
 def run_server(settings: Any, api_client: Any, on_ready: Any = None, sockets: Any = None,
@@ -42,15 +67,7 @@ def run_server(settings: Any, api_client: Any, on_ready: Any = None, sockets: An
             if on_ready is not None and self.started:
                 on_ready()
 
-    from app.http.limits import guarded_protocol
-
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, workers=1,
-                            http=guarded_protocol(settings),
-                            log_level=settings.log_level.lower(), access_log=False,
-                            timeout_graceful_shutdown=10, lifespan="on",
-                            ssl_certfile=settings.tls_cert_file or None,
-                            ssl_keyfile=settings.tls_private_key_file or None)
-    server = Server(config)
+    server = Server(uvicorn_config(app, settings))
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again
     # with the previous handlers back: make that an orderly exit, so callers'
     # cleanup (the demo's local API server) still runs.

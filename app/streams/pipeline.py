@@ -14,7 +14,8 @@ left off; both are a ``StreamEncoder`` (``app.streams.watch``, ``app.streams.sse
    by another one — is first given the moment its watch needs to get there);
 3. the loop: batches of matching events as they come; the encoder's timer
    (heartbeats, bookmarks) when idle; the access checked again whenever the
-   decision it was granted on expires (``Authorization.reauthorize``); the end
+   decision it was granted on expires (``Authorization.reauthorize``; at most every
+   ``RECHECK_AT_MOST_EVERY`` seconds); the end
    when the subscriber fell behind, the cache went away, the caller lost the
    right to watch (an ``ERROR`` with the 401 or 403 ``Status``, and no resume
    into data they may not read), ``timeoutSeconds`` passed or the gateway
@@ -55,9 +56,14 @@ from app.kube.request import Query
 from app.query.selection import Selection
 from app.kube.status import StatusError, not_found
 
-__all__ = ["StreamBody", "StreamEncoder", "open_stream"]
+__all__ = ["RECHECK_AT_MOST_EVERY", "StreamBody", "StreamEncoder", "open_stream"]
 
 log = logging.getLogger(__name__)
+
+# A stream's access is checked again when its decision expires, but never more often than
+# this (seconds): with decisions kept briefly, or not at all (--authz-cache-ttl 0), an open
+# stream would otherwise review its caller in a tight loop.
+RECHECK_AT_MOST_EVERY = 2.0
 
 
 class StreamEncoder(Protocol):
@@ -126,6 +132,7 @@ async def open_stream(gateway: Any, cluster: Any, request: Request, grant: Grant
 
     async def stream() -> AsyncIterator[bytes]:
         granted = grant
+        recheck = max(grant.expires, time.monotonic() + RECHECK_AT_MOST_EVERY)
         try:
             for chunk in first:
                 yield chunk
@@ -133,13 +140,14 @@ async def open_stream(gateway: Any, cluster: Any, request: Request, grant: Grant
                 return
             while not closing.is_set():
                 now = time.monotonic()
-                if now >= granted.expires:
+                if now >= recheck:
                     try:
                         granted = await authorization.reauthorize(granted)
                     except StatusError as error:
                         yield encoder.refused(error)
                         return
-                waits = [t - now for t in (deadline, encoder.next_tick(now), granted.expires)
+                    recheck = max(granted.expires, now + RECHECK_AT_MOST_EVERY)
+                waits = [t - now for t in (deadline, encoder.next_tick(now), recheck)
                          if t is not None and t != math.inf]
                 batch = await subscriber.next_batch(max(0.0, min(waits)) if waits else None)
                 for piece in _pieces(batch):

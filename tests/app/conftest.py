@@ -22,8 +22,8 @@ import uvicorn
 
 from app.bridge import call_on_loop
 from app.process.demo import seed_workload
-from app.http.limits import guarded_protocol
 from app.main import build_factory, create_app
+from app.process.server import uvicorn_config
 from app.settings import Settings
 from control_plane.cluster import free_port
 from control_plane.fake import FakeCluster
@@ -40,11 +40,10 @@ class RunningGateway:
     def __init__(self, settings: Settings, api_client=None, factory=None, reviewer=None) -> None:
         self.settings = settings
         self.app = create_app(settings, factory=factory, api_client=api_client, reviewer=reviewer)
-        tls = {"ssl_certfile": settings.tls_cert_file,
-               "ssl_keyfile": settings.tls_private_key_file} if settings.tls_cert_file else {}
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=settings.port, log_level="warning",
-                                http=guarded_protocol(settings),
-                                lifespan="on", timeout_graceful_shutdown=5, **tls)
+        tls = settings.tls_cert_file
+        # the configuration serve uses, quieter and quicker to stop
+        config = uvicorn_config(self.app, settings, host="127.0.0.1", log_level="warning",
+                                timeout_graceful_shutdown=5)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="test-gateway", daemon=True)
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{settings.port}"

@@ -105,3 +105,23 @@ def test_authorization_defaults_are_the_api_servers_webhook_defaults():
     assert (settings.authz, settings.authn_cache_ttl, settings.authz_cache_ttl,
             settings.authz_deny_cache_ttl) == ("none", 120.0, 300.0, 30.0)
     assert parse(["--authz", "kubernetes", "--authn-audiences", "a,b", "--access-log"]).authn_audiences == ("a", "b")
+
+
+@pytest.mark.parametrize("origins", ["*", "https://dash.example.com", "http://localhost:3000,null",
+                                     "http://10.0.0.5:8080"])
+def test_cross_origin_reads_need_callers_the_gateway_authorizes(origins):
+    with pytest.raises(ValueError, match="with --authz none would let every page"):
+        parse(["--cors-origins", origins])
+    assert parse(["--cors-origins", origins, "--authz", "kubernetes"]).cors_origins
+
+
+@pytest.mark.parametrize("origins", ["http://localhost:3000", "http://127.0.0.1:5173",
+                                     "https://[::1]:8443,http://localhost"])
+def test_a_local_page_may_read_a_local_gateway_that_authorizes_nobody(origins):
+    assert parse(["--cors-origins", origins]).cors_origins == tuple(origins.split(","))
+
+
+def test_forwarded_headers_are_believed_from_no_proxy_unless_named():
+    assert parse([]).forwarded_allow_ips == ()
+    assert parse(["--forwarded-allow-ips", "10.0.0.1,10.0.0.2"]).forwarded_allow_ips == (
+        "10.0.0.1", "10.0.0.2")

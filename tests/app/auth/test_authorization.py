@@ -4,6 +4,7 @@ secrets denied by default), then, with ``--authz kubernetes``, the caller's own 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
 import orjson
@@ -138,7 +139,8 @@ def test_a_stream_is_reauthorized_as_its_decision_expires_and_ends_when_refused(
                    message="two re-authorizations (every 0.5 s)")
         assert not reader.ended(timeout=0)
         reviewer.allowed.discard(("alice", "*", "pods", "demo-shop"))
-        reader.wait_for(lambda lines: any('"code":403' in line for line in lines), timeout=5)
+        # re-checked when the decision expires, at most every RECHECK_AT_MOST_EVERY seconds
+        reader.wait_for(lambda lines: any('"code":403' in line for line in lines), timeout=10)
         assert reader.ended(timeout=5)
         last = [line for line in reader.lines if '"code":403' in line][-1]
         status = orjson.loads(last.removeprefix("data: "))
@@ -155,11 +157,47 @@ def test_a_stream_whose_reauthorization_cannot_be_made_ends_failing_closed(autho
     try:
         wait_until(lambda: reader.status == 200, 10, message="the stream to open")
         reviewer.failing = True
-        reader.wait_for(lambda lines: any('"code":503' in line for line in lines), timeout=5)
+        reader.wait_for(lambda lines: any('"code":503' in line for line in lines), timeout=10)
         assert reader.ended(timeout=5)
     finally:
         reader.close()
         reviewer.failing = False
+
+
+def test_an_open_stream_reviews_its_caller_at_most_every_few_seconds(fake, reviewer):
+    """With decisions not kept at all (a TTL of 0), an open stream must not review its caller
+    in a tight loop: it re-checks when the decision expires, at most every few seconds."""
+    from app.streams.pipeline import RECHECK_AT_MOST_EVERY
+
+    with run_gateway(fake, reviewer=reviewer, authz="kubernetes", authz_cache_ttl=0,
+                     authz_deny_cache_ttl=0, authn_cache_ttl=0) as running:
+        reader = LineReader(running.url + "/api/v1/namespaces/demo-shop/pods?watch=true",
+                            headers={"Authorization": "Bearer t-alice"})
+        try:
+            wait_until(lambda: reader.status == 200, 10, message="the stream to open")
+            before = len(reviewer.access_reviews)
+            time.sleep(3 * RECHECK_AT_MOST_EVERY)
+            made = len(reviewer.access_reviews) - before
+            assert 1 <= made <= 4, f"{made} reviews in {3 * RECHECK_AT_MOST_EVERY:.0f} s"
+            assert not reader.ended(timeout=0.1), "still allowed: still streaming"
+        finally:
+            reader.close()
+
+
+def test_a_watch_of_one_object_is_authorized_as_a_watch(fake, reviewer):
+    """``GET pods/NAME?watch=true`` streams: a caller allowed ``get`` but not ``watch`` may
+    read the object, not follow it."""
+    reviewer.tokens["t-carol"] = {"username": "carol", "groups": []}
+    reviewer.allowed.add(("carol", "get", "pods", "demo-shop"))
+    with run_gateway(fake, reviewer=reviewer, authz="kubernetes") as running, \
+            client(running, "t-carol") as carol:
+        pods = fake.request("GET", "/api/v1/namespaces/demo-shop/pods")["items"]
+        path = f"/api/v1/namespaces/demo-shop/pods/{pods[0]['metadata']['name']}"
+        assert carol.get(path).status_code == 200
+        watched = carol.get(path + "?watch=true")
+        assert watched.status_code == 403
+        assert watched.json()["message"].startswith(
+            f'pods "{pods[0]["metadata"]["name"]}" is forbidden: User "carol" cannot watch resource')
 
 
 def test_a_partitioned_list_stays_partitioned_while_the_denial_is_kept(fake, reviewer):
