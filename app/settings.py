@@ -193,27 +193,106 @@ def _parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"not a boolean: {text!r}")
 
 
+class _FromEnvironment:
+    """A flag's default read from its ``KCG_*`` variable, converted when settings are made.
+
+    Kept as text until then: a flag given on the command line wins, so a bad variable it
+    overrides is never an error; one that is used and cannot be read is a one-line error
+    naming the variable (``settings_from_args``), never a traceback.
+    """
+
+    def __init__(self, variable: str, text: str, convert: Callable[[str], Any]) -> None:
+        self.variable, self.text, self.convert = variable, text, convert
+
+    def value(self) -> Any:
+        try:
+            return self.convert(self.text)
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            reason = _reason(exc)
+            for said in (f": {self.text!r}", f", not {self.text!r}"):  # the value, said once
+                reason = reason.removesuffix(said)
+            raise ValueError(f"{self.variable}={self.text!r}: {reason}") from None
+
+    def __repr__(self) -> str:
+        return f"${self.variable}"
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc)
+    if text.startswith("invalid literal for int()"):
+        return "not a whole number"
+    if text.startswith("could not convert string to float"):
+        return "not a number"
+    return text
+
+
+# The flags in --help, grouped as an operator looks for them.
+_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("where the cluster is", ("kubeconfig", "context", "serviceaccount_dir")),
+    ("where and how it listens", ("host", "port", "workers", "tls_cert_file",
+                                  "tls_private_key_file", "forwarded_allow_ips")),
+    ("what is cached", ("namespace", "prewarm", "sync_timeout", "resync_period", "page_size",
+                        "idle_unload", "keep_managed_fields")),
+    ("who may read what", ("allow", "deny", "cors_origins", "allow_anonymous", "authz",
+                           "authn_audiences", "authn_cache_ttl", "authz_cache_ttl",
+                           "authz_deny_cache_ttl", "authz_cache_size",
+                           "namespace_partitioned_lists", "access_log")),
+    ("streams", ("event_ring_size", "bookmark_interval", "heartbeat_interval", "subscriber_queue",
+                 "max_streams", "max_streams_per_client", "stall_timeout", "sse_retry_ms")),
+    ("operations", ("log_level", "log_json", "max_query_length", "max_header_bytes")),
+)
+_CHOICES = {"authz": ("none", "kubernetes"), "log_level": ("debug", "info", "warning", "error")}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add one flag per setting; defaults come from ``KCG_*`` variables, else ``Settings``."""
+    """Add one flag per setting, in groups; defaults come from ``KCG_*`` variables, else
+    ``Settings`` (a variable is read when the settings are made: ``settings_from_args``)."""
     defaults = Settings()
-    for f in fields(Settings):
-        flag = "--" + f.name.replace("_", "-")
-        default = getattr(defaults, f.name)
-        env = os.environ.get(_env_name(f.name))
-        help_text = f"{_HELP.get(f.name, '')} [env {_env_name(f.name)}]"
+    known = {f.name: f for f in fields(Settings)}
+    grouped = [name for _, names in _GROUPS for name in names]
+    if sorted(grouped) != sorted(known):  # a new setting must find its group
+        raise RuntimeError(f"settings without a --help group: {sorted(set(known) - set(grouped))}")
+    for title, names in _GROUPS:
+        group = parser.add_argument_group(title)
+        for name in names:
+            _add_flag(group, name, getattr(defaults, name))
+
+
+def _add_flag(group: Any, name: str, default: Any) -> None:
+    flag = "--" + name.replace("_", "-")
+    variable = _env_name(name)
+    env = os.environ.get(variable)
+    help_text = _HELP.get(name, "")
+    choices = _CHOICES.get(name)
+    if choices:
+        help_text += f"; one of {', '.join(choices)}"
+    if "(default:" not in help_text:  # one default each: the text may say it in its own words
         if isinstance(default, bool):
-            value = _parse_bool(env) if env is not None else default
-            parser.add_argument(flag, type=_parse_bool, nargs="?", const=True, default=value,
-                                metavar="BOOL", help=help_text + f" (default: {str(default).lower()})")
+            shown = str(default).lower()
         elif isinstance(default, tuple):
-            value = _split(env) if env is not None else default
-            parser.add_argument(flag, type=_split, default=value, metavar="LIST",
-                                help=help_text + f" (default: {','.join(default) or 'none'})")
+            shown = ",".join(default) or "none"
         else:
-            kind = _PARSERS.get(f.name, type(default))
-            value = kind(env) if env is not None else default
-            parser.add_argument(flag, type=kind, default=value,
-                                help=help_text + f" (default: {default!r})")
+            shown = str(default) if default != "" else "none"
+        help_text += f" (default: {shown})"
+    help_text += f" [env {variable}]"
+    if isinstance(default, bool):
+        convert: Callable[[str], Any] = _parse_bool
+        options: dict[str, Any] = {"nargs": "?", "const": True, "metavar": "BOOL"}
+    elif isinstance(default, tuple):
+        convert, options = _split, {"metavar": "LIST"}
+    else:
+        convert, options = _PARSERS.get(name, type(default)), {}
+        if choices:
+            options["metavar"] = "{" + ",".join(choices) + "}"
+        elif name == "workers":
+            options["metavar"] = "N|auto"
+        elif isinstance(default, float):
+            options["metavar"] = "SECONDS"
+        elif isinstance(default, int):
+            options["metavar"] = "N"
+    value = _FromEnvironment(variable, env, convert) if env is not None else default
+    group.add_argument(flag, type=convert, default=value, help=help_text.replace("%", "%%")
+                       if "%%" not in help_text else help_text, **options)
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -223,6 +302,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         ValueError: a value is out of range.
     """
     values = {f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)}
+    for name, value in values.items():
+        if isinstance(value, _FromEnvironment):
+            values[name] = value.value()
     settings = Settings(**values)
     if not 0 < settings.port < 65536:
         raise ValueError(f"--port must be 1-65535, not {settings.port}")

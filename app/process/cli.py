@@ -40,13 +40,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "caches: one LIST and a WATCH per resource, every read answered from memory.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser(
-        "serve", help="serve a cluster given by a kubeconfig or the in-cluster service account",
+        "serve", usage="%(prog)s [flags]", help="serve a cluster given by a kubeconfig or the in-cluster service account",
         description="Serve a cluster's resources read-only from informer caches. Every flag can "
                     "also be given as an environment variable KCG_<FLAG> (e.g. KCG_PORT).")
     add_arguments(serve)
     serve.set_defaults(func=_serve)
     demo = commands.add_parser(
-        "demo", help="start a local API server with a demo workload and serve it (no cluster needed)",
+        "demo", usage="%(prog)s [flags]", help="start a local API server with a demo workload and serve it (no cluster needed)",
         description="Start the project's own local kube-apiserver + etcd, load a demo workload "
                     "that keeps changing, and serve it. Ctrl-C stops everything it started.")
     add_arguments(demo)

@@ -125,3 +125,38 @@ def test_forwarded_headers_are_believed_from_no_proxy_unless_named():
     assert parse([]).forwarded_allow_ips == ()
     assert parse(["--forwarded-allow-ips", "10.0.0.1,10.0.0.2"]).forwarded_allow_ips == (
         "10.0.0.1", "10.0.0.2")
+
+
+@pytest.mark.parametrize("variable, text, said", [
+    ("KCG_PORT", "abc", "KCG_PORT='abc': not a whole number"),
+    ("KCG_SYNC_TIMEOUT", "soon", "KCG_SYNC_TIMEOUT='soon': not a number"),
+    ("KCG_LOG_JSON", "maybe", "KCG_LOG_JSON='maybe': not a boolean"),
+    ("KCG_WORKERS", "two", "KCG_WORKERS='two': --workers must be a positive number or auto"),
+])
+def test_a_bad_variable_is_one_line_naming_it_and_exit_2(monkeypatch, capsys, variable, text, said):
+    monkeypatch.setenv(variable, text)
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {said}\n", err
+    assert "Traceback" not in err
+
+
+def test_a_flag_given_wins_over_a_bad_variable(monkeypatch):
+    monkeypatch.setenv("KCG_PORT", "abc")
+    assert parse(["--port", "9090"]).port == 9090
+
+
+def test_help_groups_every_flag_says_one_default_and_lists_choices():
+    parser = build_parser()
+    serve = parser._subparsers._group_actions[0].choices["serve"]
+    groups = {g.title: [a for a in g._group_actions if a.dest != "help"]
+              for g in serve._action_groups}
+    assert not groups.get("options"), "every flag in a group of its own kind"
+    flags = [a for actions in groups.values() for a in actions]
+    assert len(flags) == len(Settings.__dataclass_fields__)
+    for action in flags:
+        assert action.help.count("(default:") == 1, action.option_strings
+        assert action.help.endswith(f"[env KCG_{action.dest.upper()}]")
+    by_flag = {a.option_strings[0]: a for a in flags}
+    assert "one of none, kubernetes" in by_flag["--authz"].help
+    assert "one of debug, info, warning, error" in by_flag["--log-level"].help
