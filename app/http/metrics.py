@@ -15,9 +15,19 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Gauge,
+    GCCollector,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from app.version import PYTHON, VERSION
 
 __all__ = ["Metrics"]
 
@@ -75,6 +85,12 @@ class Metrics:
 
     def __init__(self, clusters: Callable[[], Mapping[str, Any]]) -> None:
         self.registry = CollectorRegistry()
+        # the standard figures every Python exporter gives (process_*, python_*)
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+        Info("kcg_build", "The gateway's version and its Python's", registry=self.registry).info(
+            {"version": VERSION, "python_version": PYTHON})
         self.latency = Histogram("kcg_http_request_duration_seconds",
                                  "Time to the first byte of the answer, by route and code",
                                  ["route", "code"], buckets=_BUCKETS, registry=self.registry)

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from app.process.logs import configure_logging
+from app.version import PYTHON, VERSION
 
 __all__ = ["build_parser", "main"]
 
@@ -31,6 +32,11 @@ def _demo(args: argparse.Namespace, settings: Any) -> int:
         return 1
 
 
+def _version(args: argparse.Namespace, settings: Any) -> int:
+    print(f"kube-cache-gateway {VERSION} (python {PYTHON})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from app.settings import add_arguments
 
@@ -38,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kube-cache-gateway",
         description="A read-only HTTP gateway that serves Kubernetes resources from informer "
                     "caches: one LIST and a WATCH per resource, every read answered from memory.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser(
         "serve", usage="%(prog)s [flags]", help="serve a cluster given by a kubeconfig or the in-cluster service account",
@@ -51,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "that keeps changing, and serve it. Ctrl-C stops everything it started.")
     add_arguments(demo)
     demo.set_defaults(func=_demo)
+    version = commands.add_parser("version", help="print the version and exit",
+                                  description="Print the gateway's version and its Python's.")
+    version.set_defaults(func=_version)
     return parser
 
 
@@ -58,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     from app.settings import settings_from_args
 
     args = build_parser().parse_args(argv)
+    if args.command == "version":
+        return _version(args, None)
     try:
         settings = settings_from_args(args)
     except ValueError as exc:

@@ -11,6 +11,8 @@ import os
 import sys
 from typing import Any
 
+from app.version import USER_AGENT
+
 __all__ = ["api_client_for", "load_api_client"]
 
 
@@ -36,7 +38,9 @@ def api_client_for(kubeconfig: str, context: str,
     else:
         config.load_kube_config(config_file=path or None, context=context or None,
                                 client_configuration=configuration)
-    return client.ApiClient(configuration)
+    api_client = client.ApiClient(configuration)
+    api_client.user_agent = USER_AGENT  # every request to the API server says who asks
+    return api_client
 
 
 def load_api_client(settings: Any) -> Any | None:
