@@ -7,13 +7,17 @@ certificates, token files) and the in-cluster conventions.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import warnings
 from typing import Any
 
 from app.version import USER_AGENT
 
 __all__ = ["api_client_for", "load_api_client"]
+
+log = logging.getLogger("kube-cache-gateway")
 
 
 def api_client_for(kubeconfig: str, context: str,
@@ -38,9 +42,21 @@ def api_client_for(kubeconfig: str, context: str,
     else:
         config.load_kube_config(config_file=path or None, context=context or None,
                                 client_configuration=configuration)
+    if not configuration.verify_ssl:
+        _say_once_that_tls_is_not_verified(configuration.host)
     api_client = client.ApiClient(configuration)
     api_client.user_agent = USER_AGENT  # every request to the API server says who asks
     return api_client
+
+
+def _say_once_that_tls_is_not_verified(host: str) -> None:
+    """Say it at start, once: urllib3 would warn on every connection, a log flood."""
+    import urllib3
+
+    log.warning("the API server at %s is reached without verifying its TLS certificate "
+                "(insecure-skip-tls-verify in the kubeconfig): anyone on the path can read and "
+                "change what the gateway serves", host)
+    warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
 
 
 def load_api_client(settings: Any) -> Any | None:

@@ -32,6 +32,9 @@ def uvicorn_config(app: Any, settings: Any, **overrides: Any) -> Any:
         "access_log": False, "timeout_graceful_shutdown": 10, "lifespan": "on",
         "ssl_certfile": settings.tls_cert_file or None,
         "ssl_keyfile": settings.tls_private_key_file or None,
+        # no logging configuration of its own: its lines go through the process's handlers,
+        # JSON with --log-json (app.process.logs)
+        "log_config": None,
         "proxy_headers": bool(settings.forwarded_allow_ips),
         "forwarded_allow_ips": list(settings.forwarded_allow_ips) or None,
     }

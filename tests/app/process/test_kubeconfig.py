@@ -23,3 +23,28 @@ current-context: x
         assert headers["authorization"] == "Bearer secret"
     finally:
         client.close()
+
+
+def test_an_unverified_api_server_is_said_once_at_start_not_on_every_connection(tmp_path, caplog):
+    import warnings
+
+    import urllib3
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("""apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: secret}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+""")
+    with caplog.at_level("WARNING", logger="kube-cache-gateway"):
+        client = api_client_for(str(kubeconfig), "")
+    client.close()
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert "https://127.0.0.1:6443" in said and "without verifying its TLS certificate" in said
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        api_client_for(str(kubeconfig), "").close()
+        warnings.warn("per connection", urllib3.exceptions.InsecureRequestWarning)
+    assert not [w for w in caught if issubclass(w.category, urllib3.exceptions.InsecureRequestWarning)]
