@@ -14,12 +14,26 @@ for ``demo``.
 - ``faults``: ``FaultProxy``, a TCP relay that stalls, slows or cuts the way
   to an API server;
 - ``pytest_plugin``: the ``local_cluster`` fixtures and ``unavailable()``.
+
+
+The names below are imported when first asked for, so that ``python -m
+control_plane.binaries`` runs its module once, as ``__main__``, rather than after
+the package has already imported it (runpy's RuntimeWarning).
 """
 
-from control_plane.cluster import APIServer, LocalCluster, User, free_port
-from control_plane.errors import ClusterUnavailableError
-from control_plane.fake import FakeCluster
-from control_plane.kubeapi import KubeAPI, widget_crd
+from importlib import import_module
+from typing import Any
 
 __all__ = ["APIServer", "ClusterUnavailableError", "FakeCluster", "KubeAPI", "LocalCluster", "User",
            "free_port", "widget_crd"]
+
+_HOMES = {"APIServer": "cluster", "LocalCluster": "cluster", "User": "cluster",
+          "free_port": "cluster", "ClusterUnavailableError": "errors", "FakeCluster": "fake",
+          "KubeAPI": "kubeapi", "widget_crd": "kubeapi"}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'control_plane' has no attribute {name!r}")
+    return getattr(import_module(f"control_plane.{home}"), name)

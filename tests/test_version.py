@@ -39,3 +39,11 @@ def test_the_files_that_cannot_read_it_state_it_alike():
     stated = set(re.findall(r"kube-cache-gateway:(\d+\.\d+\.\d+)", (ROOT / "README.md").read_text()
                             + dockerfile))
     assert stated <= {DECLARED}, stated
+
+
+def test_the_declared_license_is_shipped_whole():
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["license"]
+    assert declared == "Apache-2.0"
+    text = (ROOT / "LICENSE").read_text()
+    assert text.lstrip().startswith("Apache License") and "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text

@@ -156,3 +156,15 @@ def _running(pid: int) -> bool:
             return fh.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_the_binaries_command_runs_without_runpy_warning():
+    """``python -m control_plane.binaries`` (make's setup step) is run once, as ``__main__``:
+    the package does not import it first."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m",
+                          "control_plane.binaries"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "RuntimeWarning" not in out.stderr
