@@ -101,6 +101,9 @@ def credentials_from_scope(scope: dict) -> Credentials:
     return Credentials(token, _impersonation(scope["headers"]))
 
 
+_LONGEST_IMPERSONATION = 1024
+
+
 def _impersonation(headers: list[tuple[bytes, bytes]]) -> Impersonation:
     user = None
     groups: list[str] = []
@@ -110,6 +113,10 @@ def _impersonation(headers: list[tuple[bytes, bytes]]) -> Impersonation:
     for name, value in headers:
         if name[:12] != b"impersonate-":
             continue
+        if len(value) > _LONGEST_IMPERSONATION or len(name) > _LONGEST_IMPERSONATION:
+            # no user, group, uid or extra is this long; kept, it would be a decision's key
+            raise bad_request(f"{name[:64].decode('latin-1')} is longer than "
+                              f"{_LONGEST_IMPERSONATION} bytes")
         text = value.decode("latin-1")
         header = name.decode("latin-1")
         if header == "impersonate-user":

@@ -147,9 +147,11 @@ class GatewayApp:
             host = _host_header(scope)
             allowed = self._hosts.get(host)
             if allowed is None:
-                allowed = self._hosts[host] = host == b"" or is_loopback(_host_name(host))
-                if len(self._hosts) > 1024:  # hostile variety must not grow memory
-                    self._hosts.clear()
+                allowed = host == b"" or is_loopback(_host_name(host))
+                if len(host) <= 300:  # no host name is longer: a longer one is not kept
+                    self._hosts[host] = allowed
+                    if len(self._hosts) > 1024:  # hostile variety must not grow memory
+                        self._hosts.clear()
             if not allowed:
                 await _send_json(send, 403, status_bytes(
                     403, f"the Host {host.decode('latin-1')[:200]!r} is not a loopback name: this "

@@ -30,7 +30,7 @@ from informer_core.fields import FieldSelector, parse_field_selector
 from informer_core.labels import Selector, parse_selector, selector_from_set
 from informer_core.validation import is_dns1123_label, is_valid_object_name
 
-__all__ = ["Accept", "Query", "ResourcePath", "check_names", "decode_continue", "encode_continue",
+__all__ = ["CACHED_UP_TO", "Accept", "Query", "ResourcePath", "check_names", "decode_continue", "encode_continue",
            "negotiate", "parse_path", "parse_query"]
 
 _GO_TRUE = ("1", "t", "T", "true", "True", "TRUE")
@@ -53,16 +53,37 @@ def _unknown_path(path: str) -> StatusError:
     return not_found(f"the server could not find the requested resource ({path})")
 
 
-@functools.lru_cache(maxsize=4096)
+# What the parse caches may keep: no key longer than this (hostile variety of long paths,
+# names and headers must not fill memory). A path of the longest names Kubernetes allows
+# (a 253-character group and object name, 63-character others) is shorter.
+CACHED_UP_TO = 2048
+_LONGEST_SEGMENT = 253  # a DNS subdomain: the longest group, or object name, there can be
+
+
 def parse_path(path: str) -> ResourcePath:
     """Split a request path into group, version, resource, namespace and name.
 
     Clients ask for the same paths again and again: answers are remembered
-    (``ResourcePath`` is immutable).
+    (``ResourcePath`` is immutable), for paths up to ``CACHED_UP_TO``. A longer path
+    is parsed without being kept; one with a segment no group, version, resource,
+    namespace or name can be is refused before anything is parsed or kept.
 
     Raises:
         StatusError: 404 when the path cannot name a resource.
     """
+    if len(path) <= CACHED_UP_TO:
+        return _parse_path_cached(path)
+    if any(len(segment) > _LONGEST_SEGMENT for segment in path.split("/")):
+        raise _unknown_path(path[:200] + "...")
+    return _parse_path(path)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_path_cached(path: str) -> ResourcePath:
+    return _parse_path(path)
+
+
+def _parse_path(path: str) -> ResourcePath:
     parts = path.rstrip("/").split("/")[1:]  # a trailing slash means nothing
     if not parts or "" in parts:
         # an empty segment, as in //api/v1/pods or .../default//pods: the API server's 404 -
@@ -101,12 +122,20 @@ def check_names(target: ResourcePath) -> None:
     Raises:
         StatusError: 400 for a name no object can have.
     """
-    problem = _name_problem(target.namespace, target.name)
+    namespace, name = target.namespace, target.name
+    if len(namespace or "") + len(name or "") <= CACHED_UP_TO:
+        problem = _name_problem_cached(namespace, name)
+    else:
+        problem = _name_problem(namespace, name)
     if problem is not None:
-        raise bad_request(problem)
+        raise bad_request(problem[:1024])
 
 
 @functools.lru_cache(maxsize=4096)
+def _name_problem_cached(namespace: str | None, name: str | None) -> str | None:
+    return _name_problem(namespace, name)
+
+
 def _name_problem(namespace: str | None, name: str | None) -> str | None:
     if namespace is not None:
         problems = is_dns1123_label(namespace)
@@ -215,6 +244,8 @@ def parse_query(query_string: bytes | str, max_length: int) -> Query:
     if len(query_string) > max_length:
         raise StatusError(414, f"the query string is {len(query_string)} bytes; at most "
                                f"{max_length} are accepted", "RequestURITooLong")
+    if len(query_string) > CACHED_UP_TO:
+        return _parse_query.__wrapped__(query_string)  # parsed, not kept
     return _parse_query(query_string)
 
 
@@ -301,13 +332,24 @@ class Accept:
     table_version: str = "v1"
 
 
-@functools.lru_cache(maxsize=256)
 def negotiate(header: str | None, allow_sse: bool) -> Accept:
-    """Choose a representation from an ``Accept`` header, in the client's order.
+    """Choose a representation from an ``Accept`` header, in the client's order (remembered
+    for headers up to ``CACHED_UP_TO``).
 
     Raises:
         StatusError: 406 when nothing acceptable is offered.
     """
+    if header is not None and len(header) > CACHED_UP_TO:
+        return _negotiate(header, allow_sse)
+    return _negotiate_cached(header, allow_sse)
+
+
+@functools.lru_cache(maxsize=256)
+def _negotiate_cached(header: str | None, allow_sse: bool) -> Accept:
+    return _negotiate(header, allow_sse)
+
+
+def _negotiate(header: str | None, allow_sse: bool) -> Accept:
     if not header or not header.strip():
         return Accept("json")
     offers: list[tuple[float, int, Accept | None]] = []

@@ -66,3 +66,13 @@ def test_a_review_user_becomes_the_subject_of_access_reviews():
     assert hash(user) == hash(UserInfo.from_review({"username": "alice", "uid": "42",
                                                     "groups": ["dev"],
                                                     "extra": {"scopes": ["a", "b"]}}))
+
+
+def test_an_impersonation_no_identity_could_have_is_refused_before_it_is_kept():
+    long = b"u" * 5000
+    for header in (b"impersonate-user", b"impersonate-group", b"impersonate-extra-" + long[:2000]):
+        scope = {"headers": [(b"authorization", b"Bearer t"), (b"impersonate-user", b"bob"),
+                             (header, long)]}
+        with pytest.raises(StatusError) as info:
+            credentials_from_scope(scope)
+        assert info.value.code == 400 and "is longer than 1024 bytes" in info.value.message

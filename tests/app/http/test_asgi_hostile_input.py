@@ -136,3 +136,36 @@ def test_every_answer_is_a_success_or_a_client_error_status(gateway, request):
     if status >= 400 and status != 400 or (status == 400 and body[:1] == b"{"):
         doc = orjson.loads(body[:int(headers.get(b"content-length", len(body)))] or b"{}")
         assert doc.get("kind") == "Status" and doc.get("code") == status, (request[:300], body[:300])
+
+
+def test_distinct_long_paths_names_and_headers_leave_nothing_behind():
+    """Each answered 4xx, and nothing of them kept: before, 300 such requests left their paths
+    and names in the parse caches (1,500 distinct 63 KB paths cost +275 MiB). Sent as raw
+    bytes: a client library in this process would keep URLs of its own."""
+    import gc
+    import tracemalloc
+
+    fake = FakeCluster()
+    seed_workload(fake, "demo-shop")
+    with run_gateway(fake) as gw:
+        port = gw.settings.port
+
+        def get(path: str, accept: str = "application/json") -> int:
+            return send(port, f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: {accept}\r\n"
+                              f"Connection: close\r\n\r\n".encode())[0]
+
+        assert get("/api/v1/namespaces/demo-shop/pods") == 200
+        tracemalloc.start()
+        try:
+            gc.collect()
+            before = tracemalloc.get_traced_memory()[0]
+            for i in range(300):
+                long = f"{i}-" + "n" * 60_000
+                assert get(f"/api/v1/namespaces/demo-shop/pods/{long}") in (400, 404)
+                assert get(f"/api/v1/namespaces/demo-shop/pods/{i}-" + "m" * 300,
+                           f"application/json,x/{long}") == 400
+            gc.collect()
+            grown = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+    assert grown < 2 * 2**20, f"{grown / 2**20:.1f} MiB kept after 600 hostile requests"

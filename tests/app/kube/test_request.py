@@ -124,3 +124,40 @@ def test_negotiate_refuses_with_406(header, sse):
     with pytest.raises(StatusError) as info:
         negotiate(header, allow_sse=sse)
     assert info.value.code == 406
+
+
+def test_a_long_path_is_parsed_but_never_kept():
+    from app.kube.request import CACHED_UP_TO, _parse_path_cached
+
+    before = _parse_path_cached.cache_info().currsize
+    for i in range(50):
+        name = f"{i}-" + "n" * 250
+        long_path = f"/api/v1/namespaces/{'x' * 60}/pods/{name}" + "/" * CACHED_UP_TO
+        assert parse_path(long_path).name == name
+    assert _parse_path_cached.cache_info().currsize == before
+
+
+@pytest.mark.parametrize("segment_at", [2, 3, 5, 6])
+def test_a_segment_no_name_can_be_is_refused_before_it_is_parsed_or_kept(segment_at):
+    from app.kube.request import _parse_path_cached
+
+    parts = ["", "api", "v1", "namespaces", "a", "pods", "p"]
+    parts[segment_at] = "y" * 63_000
+    before = _parse_path_cached.cache_info().currsize
+    with pytest.raises(StatusError) as info:
+        parse_path("/".join(parts))
+    assert info.value.code == 404 and len(info.value.message) < 400
+    assert _parse_path_cached.cache_info().currsize == before
+
+
+def test_long_names_and_accept_headers_are_judged_but_not_kept():
+    from app.kube.request import _name_problem_cached, _negotiate_cached
+
+    names, offers = _name_problem_cached.cache_info().currsize, _negotiate_cached.cache_info().currsize
+    for i in range(20):
+        with pytest.raises(StatusError) as info:
+            check_names(ResourcePath("", "v1", "pods", "a", f"{i}" + "n" * 5000))
+        assert info.value.code == 400 and len(info.value.message) <= 1024
+        assert negotiate("application/json;q=0.9," + f"x/y{i};" * 2000, False).kind == "json"
+    assert _name_problem_cached.cache_info().currsize == names
+    assert _negotiate_cached.cache_info().currsize == offers
