@@ -32,9 +32,15 @@ __all__ = ["HubHandler", "call_on_loop", "run_blocking"]
 T = TypeVar("T")
 
 
-async def run_blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run a blocking call on a worker thread and await its result."""
-    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+async def run_blocking(fn: Callable[..., T], *args: Any,
+                       limiter: anyio.CapacityLimiter | None = None, **kwargs: Any) -> T:
+    """Run a blocking call on a worker thread and await its result.
+
+    ``limiter``: the calls' own bound on threads (token reviews have one), instead of
+    the shared pool's.
+    """
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs),
+                                          limiter=limiter)
 
 
 def call_on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> bool:

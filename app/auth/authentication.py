@@ -11,7 +11,9 @@ decisions.
 ``TokenReview`` in the identity cluster says who a bearer token belongs to. Its
 answer is kept (kube-apiserver's webhook default, 2 minutes; never past the
 token's own ``exp`` claim; rejections 30 seconds), keyed by a salted digest of the
-token, never the token itself. Impersonation is checked here too: the caller must
+token, never the token itself; rejections are kept apart, so a flood of bad tokens cannot push real
+callers out, and new tokens are budgeted per client address and in flight
+(``app.auth.review_budget``: past it, 429). Impersonation is checked here too: the caller must
 be allowed ``impersonate`` on each part of the identity asked for (``users`` or
 ``serviceaccounts``, ``groups``, ``uids``, ``userextras/KEY``), one access review
 each in the identity cluster, cached like any other; the request is then
@@ -25,7 +27,7 @@ import hashlib
 import math
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import NamedTuple, Protocol
 
 import orjson
@@ -33,6 +35,7 @@ import orjson
 from app.auth.access_review import AccessReviews, Attributes
 from app.auth.decisions import DecisionCache
 from app.auth.identity import Credentials, Impersonation, UserInfo, impersonated_user
+from app.auth.review_budget import ReviewBudget
 from app.auth.reviews import Reviewer
 from app.bridge import run_blocking
 from app.kube.status import StatusError
@@ -75,6 +78,12 @@ class Identity(NamedTuple):
     expires: float  # monotonic
 
 
+def _kept_for(ttl: float) -> Callable[[], Awaitable[tuple[None, float]]]:
+    async def rejection() -> tuple[None, float]:
+        return None, ttl
+    return rejection
+
+
 class Authenticator(Protocol):
     """Establishes who a request's credentials stand for."""
 
@@ -99,7 +108,8 @@ class TokenReviewAuthenticator:
     def __init__(self, reviewer: Reviewer, access: AccessReviews, audiences: tuple[str, ...] = (),
                  token_ttl: float = 120.0, deny_ttl: float = 30.0, max_entries: int = 10_000,
                  clock: Callable[[], float] = time.monotonic,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+                 wall_clock: Callable[[], float] = time.time,
+                 budget: ReviewBudget | None = None) -> None:
         self.reviewer = reviewer
         self.access = access  # the identity cluster's: impersonation is checked there
         self.audiences = tuple(audiences)
@@ -107,7 +117,10 @@ class TokenReviewAuthenticator:
         self.deny_ttl = deny_ttl
         self._wall = wall_clock
         self._key = secrets.token_bytes(16)  # tokens are kept only as keyed digests
-        self.tokens: DecisionCache[UserInfo | None] = DecisionCache(max_entries, clock)
+        self.tokens: DecisionCache[UserInfo] = DecisionCache(max_entries, clock)
+        # rejections apart: a flood of bad tokens must not push real callers' reviews out
+        self.rejected: DecisionCache[None] = DecisionCache(max_entries, clock)
+        self.budget = budget or ReviewBudget()
 
     def _token_key(self, token: str) -> bytes:
         # salted SHA-256 (hardware-accelerated: under a microsecond for a 1 KB JWT)
@@ -127,12 +140,13 @@ class TokenReviewAuthenticator:
             raise unauthorized()
         if credentials.impersonation is not None:
             return None
-        found = self.tokens.peek(self._token_key(token))
+        key = self._token_key(token)
+        found = self.tokens.peek(key)
         if found is None:
+            if self.rejected.peek(key) is not None:
+                raise unauthorized()
             return None
         self.tokens.hits += 1
-        if found[1] is None:
-            raise unauthorized()
         return Identity(found[1], None, found[0])
 
     async def authenticate(self, credentials: Credentials) -> Identity:
@@ -147,16 +161,25 @@ class TokenReviewAuthenticator:
         if token is None:
             raise unauthorized()
         key = self._token_key(token)
-        expires, user, _ = await self.tokens.get(key, lambda: self._review_token(token))
-        if user is None:
+        if self.rejected.peek(key) is not None:
             raise unauthorized()
+        if self.tokens.peek(key) is None and not self.tokens.computing(key):
+            self.budget.admit(credentials.client)  # a new token: 429 past the budget
+            try:
+                expires, user, _ = await self.tokens.get(key, lambda: self._review_token(key, token))
+            finally:
+                self.budget.done()
+        else:
+            expires, user, _ = await self.tokens.get(key, lambda: self._review_token(key, token))
         if credentials.impersonation is None:
             return Identity(user, None, expires)
         until = await self._check_impersonation(user, credentials.impersonation)
         return Identity(impersonated_user(credentials.impersonation), user, min(expires, until))
 
-    async def _review_token(self, token: str) -> tuple[UserInfo | None, float]:
-        status = await run_blocking(self.reviewer.review_token, token, self.audiences)
+    async def _review_token(self, key: bytes, token: str) -> tuple[UserInfo, float]:
+        """The token's user and how long to keep it; a rejection is kept apart, and raised."""
+        status = await run_blocking(self.reviewer.review_token, token, self.audiences,
+                                    limiter=self.budget.limiter)
         user = None
         if status.get("authenticated") and isinstance(status.get("user"), dict):
             given = set(status.get("audiences") or ())
@@ -166,6 +189,10 @@ class TokenReviewAuthenticator:
         exp = token_expiry(token)
         if exp is not None:
             ttl = min(ttl, exp - self._wall())
+        if user is None:
+            if ttl > 0:
+                await self.rejected.get(key, _kept_for(ttl))
+            raise unauthorized()
         return user, ttl
 
     async def _check_impersonation(self, caller: UserInfo, imp: Impersonation) -> float:

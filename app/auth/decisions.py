@@ -55,6 +55,10 @@ class DecisionCache(Generic[V]):
         self._entries.move_to_end(key)
         return found
 
+    def computing(self, key: Hashable) -> bool:
+        """Whether a computation for ``key`` is in flight (a caller joining it costs nothing)."""
+        return key in self._flights
+
     async def get(self, key: Hashable,
                   compute: Callable[[], Awaitable[tuple[V, float]]]) -> tuple[float, V, bool]:
         """``(expires_at, value, cached)`` for ``key``, computing it when missing or expired.

@@ -76,10 +76,12 @@ class Impersonation(NamedTuple):
 
 
 class Credentials(NamedTuple):
-    """What a request presents: a bearer token (or none) and maybe an impersonation."""
+    """What a request presents: a bearer token (or none) and maybe an impersonation, from
+    a client address (what new tokens are budgeted by: ``app.auth.review_budget``)."""
 
     token: str | None
     impersonation: Impersonation | None = None
+    client: str = ""
 
 
 def credentials_from_scope(scope: dict) -> Credentials:
@@ -96,9 +98,11 @@ def credentials_from_scope(scope: dict) -> Credentials:
                 token = value[7:].strip().decode("latin-1") or None
         elif name[:12] == b"impersonate-":
             impersonating = True
+    peer = scope.get("client")
+    client = peer[0] if peer else ""
     if not impersonating:
-        return Credentials(token)
-    return Credentials(token, _impersonation(scope["headers"]))
+        return Credentials(token, None, client)
+    return Credentials(token, _impersonation(scope["headers"]), client)
 
 
 _LONGEST_IMPERSONATION = 1024

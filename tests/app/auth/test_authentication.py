@@ -101,3 +101,35 @@ def test_a_review_that_cannot_be_made_is_a_503_and_is_not_kept():
     assert info.value.code == 503 and info.value.headers == {"Retry-After": "1"}
     reviewer.failing = False
     assert run(authn.authenticate(Credentials("t"))).user.name == "alice"
+
+
+def test_rejected_tokens_are_kept_apart_and_never_push_accepted_ones_out():
+    from app.auth.review_budget import ReviewBudget
+
+    reviewer = TableReviewer({"good": ALICE})
+    authn = authenticator(reviewer, max_entries=4, budget=ReviewBudget(rate=1000, burst=1000))
+    run(authn.authenticate(Credentials("good")))
+    for i in range(50):
+        with pytest.raises(StatusError):
+            run(authn.authenticate(Credentials(f"random-{i}", client="10.0.0.9")))
+    assert authn.cached_identity(Credentials("good")).user.name == "alice"
+    assert len(reviewer.token_reviews) == 51
+    with pytest.raises(StatusError) as info:  # a kept rejection: answered without a review
+        authn.cached_identity(Credentials("random-49"))
+    assert info.value.code == 401
+
+
+def test_new_tokens_past_the_budget_are_429_without_a_review():
+    from app.auth.review_budget import ReviewBudget
+
+    reviewer = TableReviewer({"good": ALICE})
+    authn = authenticator(reviewer, budget=ReviewBudget(rate=1, burst=3))
+    codes = []
+    for i in range(10):
+        try:
+            run(authn.authenticate(Credentials(f"random-{i}", client="10.0.0.9")))
+        except StatusError as error:
+            codes.append(error.code)
+    assert codes == [401] * 3 + [429] * 7
+    assert len(reviewer.token_reviews) == 3
+    assert run(authn.authenticate(Credentials("good", client="10.0.0.8"))).user.name == "alice"

@@ -4,6 +4,7 @@ secrets denied by default), then, with ``--authz kubernetes``, the caller's own 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import httpx
@@ -115,6 +116,52 @@ def test_a_burst_of_requests_with_a_new_token_makes_one_review_of_each_kind(auth
     answers = asyncio.run(burst())
     assert {a.status_code for a in answers} == {200}
     assert len(reviewer.token_reviews) == 1 and len(reviewer.access_reviews) == 1
+
+
+def test_a_flood_of_random_tokens_makes_a_bounded_number_of_reviews(fake, reviewer):
+    """Before: every new token a TokenReview (3,000 random tokens in 15 s from one client made
+    3,000). Now the client's budget is spent, the rest are 429, and a known caller's requests,
+    answered from kept reviews, do not wait behind the flood."""
+    import statistics
+
+    reviewer.delay = 0.005  # a review's round trip
+    path = "/api/v1/namespaces/demo-shop/pods"
+    with run_gateway(fake, reviewer=reviewer, authz="kubernetes") as running, \
+            client(running, "t-alice") as alice:
+        assert alice.get(path).status_code == 200
+
+        def timed() -> float:
+            began = time.perf_counter()
+            assert alice.get(path).status_code == 200
+            return time.perf_counter() - began
+
+        idle = sorted(timed() for _ in range(50))
+        reviewer.token_reviews.clear()
+
+        async def flood() -> list[int]:
+            async with httpx.AsyncClient(base_url=running.url, timeout=30) as http:
+                async def one(i: int) -> int:
+                    got = await http.get(path, headers={"Authorization": f"Bearer random-{i}"})
+                    return got.status_code
+                codes = []
+                for wave in range(6):  # 600 new tokens over about three seconds
+                    codes += await asyncio.gather(*(one(wave * 100 + i) for i in range(100)))
+                    await asyncio.sleep(0.5)
+                return codes
+
+        began = time.monotonic()
+        flooding = threading.Thread(target=lambda: results.extend(asyncio.run(flood())))
+        results: list[int] = []
+        flooding.start()
+        during = []
+        while flooding.is_alive():
+            during.append(timed())
+        flooding.join()
+        took = time.monotonic() - began
+    reviews = len(reviewer.token_reviews)
+    assert set(results) == {401, 429} and results.count(429) > 400, sorted(set(results))
+    assert reviews <= 20 + 10 * took + 2, f"{reviews} reviews in {took:.1f} s"
+    assert statistics.quantiles(during, n=100)[98] < max(10 * idle[-1], 0.05), (idle[-1], during)
 
 
 def test_the_dns_rebinding_guard_is_for_gateways_that_authorize_nobody(authorizing):

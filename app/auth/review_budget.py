@@ -1,0 +1,88 @@
+"""How many token reviews strangers may cause: per client address, in flight, and waiting.
+
+A review of a bearer token the gateway has not seen is a round trip to the API server.
+Anyone who can reach the port can send a new random token with every request, before
+any right is checked: without a budget, 3,000 random tokens in 15 s from one client made
+3,000 ``TokenReview``s, on the thread pool that discovery, gzip and query evaluation
+share. So new tokens are budgeted:
+
+- per client address, a token bucket (``rate`` reviews a second, bursts of ``burst``):
+  past it, 429 with ``Retry-After``, as the API server's own priority and fairness
+  answers a flood;
+- in flight, at most ``in_flight`` reviews at once, on threads of their own limiter (not
+  the shared pool's), and at most ``waiting`` more queued for one: past that, 429 too.
+
+Known tokens, kept by the authenticator, never touch the budget: a caller whose review is
+kept is answered as fast during a flood as without one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+import anyio
+
+from app.kube.status import StatusError
+
+__all__ = ["ReviewBudget"]
+
+
+class ReviewBudget:
+    """Token buckets per client address, and a bound on reviews in flight; on the loop."""
+
+    def __init__(self, rate: float = 10.0, burst: int = 20, in_flight: int = 8,
+                 waiting: int = 64, max_clients: int = 10_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.in_flight = in_flight
+        self.waiting = waiting
+        self.max_clients = max_clients
+        self._clock = clock
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # client -> (tokens, at)
+        self._limiter: anyio.CapacityLimiter | None = None
+        self._queued = 0
+        self.refused = 0  # reviews refused with 429, for the figures
+
+    @property
+    def limiter(self) -> anyio.CapacityLimiter:
+        """The reviews' own thread limiter (made on the loop, when first needed)."""
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.in_flight)
+        return self._limiter
+
+    def admit(self, client: str) -> None:
+        """Take one review from ``client``'s bucket and a place in line.
+
+        Raises:
+            StatusError: 429 when the client's bucket is empty or the line is full.
+        """
+        now = self._clock()
+        tokens, at = self._buckets.pop(client, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - at) * self.rate)
+        if tokens < 1.0:
+            self._keep(client, tokens, now)
+            self.refused += 1
+            raise _too_many(f"too many new credentials from {client or 'this client'}: at most "
+                            f"{self.rate:g} token reviews a second are made for one address")
+        if self._queued >= self.in_flight + self.waiting:
+            self._keep(client, tokens, now)
+            self.refused += 1
+            raise _too_many("too many token reviews are waiting for the API server")
+        self._keep(client, tokens - 1.0, now)
+        self._queued += 1
+
+    def done(self) -> None:
+        """Give back the place in line ``admit`` took."""
+        self._queued -= 1
+
+    def _keep(self, client: str, tokens: float, now: float) -> None:
+        self._buckets[client] = (tokens, now)
+        while len(self._buckets) > self.max_clients:
+            self._buckets.popitem(last=False)
+
+
+def _too_many(message: str) -> StatusError:
+    return StatusError(429, message, "TooManyRequests", headers={"Retry-After": "1"})
