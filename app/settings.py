@@ -98,6 +98,9 @@ class Settings:
     log_json: bool = False
     max_query_length: int = 8_192
     max_header_bytes: int = 1_048_576
+    header_timeout: float = 30.0
+    max_pending_header_bytes: int = 33_554_432
+    max_connections: int = 12_000
 
 
 _HELP = {
@@ -164,6 +167,11 @@ _HELP = {
     "log_level": "debug, info, warning or error",
     "log_json": "write logs as JSON lines",
     "max_query_length": "longest accepted query string, in bytes",
+    "header_timeout": "seconds a request line and headers may take to arrive, from their first "
+                      "byte or the connection's (then 408 and the connection closed)",
+    "max_pending_header_bytes": "bytes of unfinished request heads held across all connections, "
+                                "each head's first 16 KiB not counted (past it, 503 and closed)",
+    "max_connections": "most open connections; more are refused with 503 at once",
     "max_header_bytes": "largest request line plus headers, in bytes (larger: 431, as the "
                         "API server's 1 MiB)",
 }
@@ -239,7 +247,8 @@ _GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
                            "namespace_partitioned_lists", "access_log")),
     ("streams", ("event_ring_size", "bookmark_interval", "heartbeat_interval", "subscriber_queue",
                  "max_streams", "max_streams_per_client", "stall_timeout", "sse_retry_ms")),
-    ("operations", ("log_level", "log_json", "max_query_length", "max_header_bytes")),
+    ("operations", ("log_level", "log_json", "max_query_length", "max_header_bytes",
+                    "header_timeout", "max_pending_header_bytes", "max_connections")),
 )
 _CHOICES = {"authz": ("none", "kubernetes"), "log_level": ("debug", "info", "warning", "error")}
 
@@ -312,7 +321,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise ValueError(f"--workers must be a positive number or auto, not {settings.workers}")
     for name in ("sync_timeout", "event_ring_size", "subscriber_queue", "page_size",
                  "max_streams", "max_streams_per_client", "heartbeat_interval",
-                 "bookmark_interval", "stall_timeout", "max_header_bytes"):
+                 "bookmark_interval", "stall_timeout", "max_header_bytes", "header_timeout",
+                 "max_pending_header_bytes", "max_connections"):
         if getattr(settings, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive")
     if bool(settings.tls_cert_file) != bool(settings.tls_private_key_file):

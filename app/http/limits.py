@@ -1,19 +1,36 @@
-"""Limits that protect the process: open streams (in total and per client address), the size
-of a request's head, and how long a peer that takes nothing keeps its connection.
+"""Limits that protect the process: open streams (in total and per client address), request
+heads, connections, and how long a peer that takes nothing keeps its connection.
 
-uvicorn's httptools parser keeps every header byte it is sent, without a bound: one
-connection sending a 100 MB header would hold 100 MB. ``GuardedProtocol`` counts
-the request line and headers as they arrive and answers ``431 Request Header Fields
-Too Large`` past ``max_header_bytes`` (default 1 MiB, Go's ``net/http`` default, so
-the API server's), closing the connection as Go does. It also sets
-``TCP_USER_TIMEOUT`` on every connection: a peer that acknowledges nothing for that
-long — gone, or keeping its receive window shut — is dropped by the kernel, so a
-client that stopped reading cannot hold a socket and its buffered bytes for good
-(the stream it held is ended sooner, by ``app.streams.pipeline``).
+Everything here holds before any token is checked, so anyone who reaches the port can
+lean on it. uvicorn's parser keeps whatever head bytes it is sent, without a bound or a
+time limit (its idle timer starts only after a response): 1,500 connections each sending
+about 1 MB of header and never finishing grew a gateway by 1.4 GiB. ``GuardedProtocol``
+counts each connection's head bytes as they arrive (the parser buffers an unfinished
+header line where no callback sees it) and:
+
+- answers ``431 Request Header Fields Too Large`` past ``max_header_bytes`` (1 MiB, Go's
+  ``net/http`` default, so the API server's) and closes the connection, as Go does;
+- charges every head's bytes past its first 16 KiB to one budget for the whole server
+  (``max_pending_header_bytes``): past it, a head that grows is answered 503 and closed —
+  a well-behaved request, a few hundred bytes, is never charged;
+- closes with ``408 Request Timeout`` a connection whose head has not arrived within
+  ``header_timeout`` seconds of its first byte (or of the connection: one that says
+  nothing), as nginx's ``client_header_timeout``;
+- refuses, with 503 at once, connections past ``max_connections``;
+- gives the pages of large heads' freed reads back to the system (``_Trimmer``);
+- sets ``TCP_USER_TIMEOUT`` on every connection: a peer that acknowledges nothing for that
+  long — gone, or keeping its receive window shut — is dropped by the kernel, so a client
+  that stopped reading cannot hold a socket and its buffered bytes for good (the stream it
+  held is ended sooner, by ``app.streams.pipeline``).
+
+It relies on uvicorn's httptools protocol calling ``data_received``, ``on_headers_complete``,
+``on_message_complete`` and ``connection_lost`` as uvicorn 0.29-0.54 do; ``tests/app/http/
+test_limits.py`` fails if that changes.
 """
 
 from __future__ import annotations
 
+import ctypes
 import socket
 from collections import Counter
 from typing import Any
@@ -49,16 +66,60 @@ class StreamLimiter:
             del self._by_client[client]
 
 
-class _HeadTooLarge(Exception):
-    pass
+class _HeadBudget:
+    """The bytes of unfinished request heads held across every connection of one server."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.pending = 0
+
+
+class _Trimmer:
+    """Hands memory the allocator kept back to the system, at most every ``EVERY`` seconds.
+
+    Large heads arrive in reads of up to 256 KiB that are freed a moment later; glibc's
+    allocator keeps the freed pages for reuse. After 1,500 refused megabyte heads the
+    process stayed 32 MiB larger for good (69 -> 101 MiB) though it held nothing of them;
+    with a trim after large heads end it returns to 69. Scheduled on the loop, at most once
+    per ``EVERY`` seconds; where the C library has no ``malloc_trim`` (musl), nothing is done.
+    """
+
+    EVERY = 2.0
+
+    def __init__(self) -> None:
+        self._pending = False
+        try:
+            self._trim = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            self._trim = None
+        self.trims = 0
+
+    def soon(self, loop: Any) -> None:
+        if self._trim is None or self._pending:
+            return
+        self._pending = True
+        loop.call_later(self.EVERY, self._run)
+
+    def _run(self) -> None:
+        self._pending = False
+        self._trim(0)
+        self.trims += 1
+
+
+_TRIMMER = _Trimmer()
 
 
 class GuardedProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a bound on the request line plus headers, and a
-    user timeout on its connection."""
+    """uvicorn's httptools protocol, guarded against what costs before any token is checked:
+    heads that never end, heads that fill memory, and more connections than it can hold;
+    with a user timeout on each connection. See the module docstring."""
 
     max_header_bytes = 1 << 20
     user_timeout_ms = 30_000
+    head_timeout = 30.0
+    max_connections = 12_000
+    free_head_bytes = 16 * 1024  # of each head, not charged to the shared budget
+    budget = _HeadBudget(32 << 20)
 
     def connection_made(self, transport: Any) -> None:
         sock = transport.get_extra_info("socket")
@@ -66,42 +127,106 @@ class GuardedProtocol(HttpToolsProtocol):
                 sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, self.user_timeout_ms)
         super().connection_made(transport)
-
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self._head_bytes = 0
-        self._head_too_large = False
-
-    def _count(self, size: int) -> None:
-        self._head_bytes += size
-        if self._head_bytes > self.max_header_bytes:
-            self._head_too_large = True
-            raise _HeadTooLarge  # the parser stops; uvicorn answers through send_400_response
-
-    def on_url(self, url: bytes) -> None:
-        self._count(len(url))
-        super().on_url(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._count(len(name) + len(value) + 4)
-        super().on_header(name, value)
-
-    def send_400_response(self, msg: str) -> None:
-        if not getattr(self, "_head_too_large", False):
-            super().send_400_response(msg)
+        self._in_head, self._head_bytes, self._charged = True, 0, 0
+        self._head_timer: Any = None
+        self._refused = False
+        if len(self.connections) > self.max_connections:
+            self._refuse(503, "Service Unavailable",
+                         f"the gateway holds at most {self.max_connections} connections", retry=True)
             return
-        body = (f"the request line and headers exceed {self.max_header_bytes} bytes").encode()
+        # a connection that says nothing, or says its head slowly, is closed in time
+        self._head_timer = self.loop.call_later(self.head_timeout, self._head_expired)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return  # refused: read and dropped until the connection closes
+        if self._in_head:
+            if self._head_timer is None:  # the next request's head, on a kept-alive connection
+                self._head_timer = self.loop.call_later(self.head_timeout, self._head_expired)
+            self._head_bytes += len(data)
+            if self._head_bytes > self.max_header_bytes:
+                self._refuse(431, "Request Header Fields Too Large",
+                             f"the request line and headers exceed {self.max_header_bytes} bytes")
+                return
+            over = self._head_bytes - self.free_head_bytes
+            if over > self._charged:
+                more = over - self._charged
+                if self.budget.pending + more > self.budget.limit:
+                    # a crowd: no lingering read of what it is still sending
+                    self._refuse(503, "Service Unavailable",
+                                 "too many unfinished request heads are held", retry=True,
+                                 linger=False)
+                    return
+                self.budget.pending += more
+                self._charged = over
+        super().data_received(data)
+
+    def on_headers_complete(self) -> None:
+        self._end_head()
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._in_head = True  # what comes next on this connection is the next request's head
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end_head()
+        super().connection_lost(exc)
+
+    def _end_head(self) -> None:
+        self._in_head = False
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        if self._head_bytes > self.free_head_bytes:
+            _TRIMMER.soon(self.loop)  # a large head's reads were freed: give the pages back
+        self.budget.pending -= self._charged
+        self._charged = self._head_bytes = 0
+
+    def _head_expired(self) -> None:
+        self._head_timer = None
+        if self._in_head and not self.transport.is_closing():
+            self._refuse(408, "Request Timeout",
+                         f"the request line and headers did not arrive within "
+                         f"{self.head_timeout:g} s")
+
+    def _refuse(self, code: int, reason: str, message: str, retry: bool = False,
+                linger: bool = True) -> None:
+        """Answer ``code`` and close, as Go's server answers a head it will not read."""
+        body = message.encode()
         self.transport.write(b"".join((
-            b"HTTP/1.1 431 Request Header Fields Too Large\r\n",
+            f"HTTP/1.1 {code} {reason}\r\n".encode(),
             b"content-type: text/plain; charset=utf-8\r\n",
+            b"retry-after: 1\r\n" if retry else b"",
             b"content-length: " + str(len(body)).encode() + b"\r\n",
             b"connection: close\r\n\r\n", body)))
-        self.transport.close()
+        self._end_head()
+        # As Go's server: say it, stop writing, and read (dropping it) what the client is
+        # still sending for a moment before closing: closing on unread bytes makes the
+        # kernel send a reset, and the client would never read the answer.
+        self._refused = True
+        if not linger:
+            self.transport.pause_reading()
+            self.transport.close()
+            return
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(_LINGER, self.transport.close)
+
+
+_LINGER = 0.5  # seconds a refused connection is read and dropped before it is closed
 
 
 def guarded_protocol(settings: Any) -> type[Any]:
-    """The protocol class to hand uvicorn (``http=``): ``max_header_bytes``, and a user
-    timeout of three ``stall_timeout`` (at least 10 s: a slow network is not a dead peer)."""
+    """The protocol class to hand uvicorn (``http=``), its limits from ``settings``: one head
+    at most ``max_header_bytes``, within ``header_timeout``; unfinished heads together at
+    most ``max_pending_header_bytes`` (each head's first 16 KiB free, so a well-behaved
+    client's request never waits on a crowd's); ``max_connections``; and a user timeout of
+    three ``stall_timeout`` (at least 10 s: a slow network is not a dead peer). One budget
+    per class: one per server."""
     return type("Guarded", (GuardedProtocol,), {
         "max_header_bytes": settings.max_header_bytes,
+        "head_timeout": settings.header_timeout,
+        "max_connections": settings.max_connections,
+        "budget": _HeadBudget(settings.max_pending_header_bytes),
         "user_timeout_ms": int(max(10.0, 3 * settings.stall_timeout) * 1000)})
