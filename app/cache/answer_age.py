@@ -11,7 +11,7 @@ following the API server carries
   Warning headers as it does the API server's deprecation warnings.
 
 A cache follows the API server while its watch is open and the API server
-answers the gateway's heartbeat (``/version`` every few seconds): answers then
+answers the gateway's heartbeat (``/api`` every few seconds): answers then
 carry neither header (nor in the moment between a list and its watch, or while
 a watch that timed out is reopened). Its state was last known current when its watch ended,
 or, with the watch still open, when the API server last answered (a watch
@@ -27,7 +27,7 @@ from informer_core.reflector import ReflectorStats
 
 __all__ = ["HEARTBEAT_EVERY", "stale_since", "staleness_headers"]
 
-HEARTBEAT_EVERY = 5.0  # seconds between the gateway's /version probes
+HEARTBEAT_EVERY = 5.0  # seconds between the gateway's heartbeats (GET /api)
 _GRACE = 2 * HEARTBEAT_EVERY + 2.0  # a missed probe or two is not yet staleness
 _BETWEEN_WATCHES = 2.0  # a list just made, or a watch being reopened, is not yet staleness
 

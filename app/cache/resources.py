@@ -83,6 +83,7 @@ class ClusterCache:
         self._reaper: asyncio.Task | None = None
         self._reachable: tuple[float, bool] = (0.0, False)
         self.confirmed_at = time.time()  # the API server last answered the heartbeat
+        self.credentials_problem: str | None = None  # the API server refuses our credentials
         self._heartbeat: asyncio.Task | None = None
         self._probing = False
         self._next_discovery: asyncio.Future | None = None  # the refresh misses wait for
@@ -399,18 +400,32 @@ class ClusterCache:
         return list(self._pending)
 
     async def api_server_reachable(self, max_age: float = HEARTBEAT_EVERY) -> bool:
-        """Return whether ``/version`` answered recently (checked at most every ``max_age`` s).
+        """Return whether the API server answered recently (asked at most every ``max_age`` s).
 
-        Never waits on a check in progress (a stopped API server takes seconds to
-        not answer): meanwhile the last answer stands.
+        It is asked ``/api``, a document the API server gives only to callers it
+        authenticates (``/version`` it gives anyone): so the heartbeat also tells whether
+        the gateway's own credentials still work. A 401 or 403 there is kept as
+        ``credentials_problem`` (the cluster is then not ready: ``app.http.ops``) until
+        the API server answers again. Never waits on a check in progress (a stopped API
+        server takes seconds to not answer): meanwhile the last answer stands.
         """
         checked_at, ok = self._reachable
         if time.monotonic() - checked_at < max_age or self._probing:
             return ok
         self._probing = True
         try:
-            status, _ = await run_blocking(self.factory.discovery.get, "/version", 2.0)
+            status, _ = await run_blocking(self.factory.discovery.get, "/api", 2.0)
             ok = status == 200
+            if status in (401, 403):
+                if self.credentials_problem is None:
+                    log.error("the API server answers %d to the gateway's own credentials: the "
+                              "caches cannot follow it (an expired token, or an exec plugin "
+                              "that fails to refresh it?)", status)
+                self.credentials_problem = (
+                    f"the API server answers {status} {'Unauthorized' if status == 401 else 'Forbidden'}"
+                    f" to the gateway's own credentials")
+            elif ok:
+                self.credentials_problem = None
         except ConnectionError:
             ok = False
         finally:

@@ -48,6 +48,10 @@ async def readyz(request: Request) -> Response:
             ready = False
             lines.append(f"[-]cluster-{cluster.name}-synced failed: the pre-warmed caches have "
                          f"not synced yet")
+        if cache.credentials_problem is not None:
+            ready = False
+            lines.append(f"[-]cluster-{cluster.name}-credentials failed: "
+                         f"{cache.credentials_problem}")
         behind = []
         if not cache.api_server_answers():
             behind.append("its API server does not answer the heartbeat")

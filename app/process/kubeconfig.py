@@ -7,15 +7,17 @@ certificates, token files) and the in-cluster conventions.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 from app.version import USER_AGENT
 
-__all__ = ["api_client_for", "load_api_client"]
+__all__ = ["CredentialsError", "api_client_for", "load_api_client"]
 
 log = logging.getLogger("kube-cache-gateway")
 
@@ -40,13 +42,57 @@ def api_client_for(kubeconfig: str, context: str,
                               cert_filename=os.path.join(serviceaccount_dir, "ca.crt"),
                               try_refresh_token=True).load_and_set(configuration)
     else:
-        config.load_kube_config(config_file=path or None, context=context or None,
-                                client_configuration=configuration)
+        with _client_errors() as said:
+            config.load_kube_config(config_file=path or None, context=context or None,
+                                    client_configuration=configuration)
+        if said and not _has_credentials(configuration):
+            # The client only logs a failing exec plugin or token command and goes on with
+            # no credentials: every request would then be answered 401. Say so now.
+            raise CredentialsError(
+                f"the credentials of {'context ' + repr(context) if context else 'the current context'} "
+                f"could not be loaded: {'; '.join(said)} (an exec plugin must be installed and on "
+                f"PATH, and work: try kubectl with the same kubeconfig)")
     if not configuration.verify_ssl:
         _say_once_that_tls_is_not_verified(configuration.host)
     api_client = client.ApiClient(configuration)
     api_client.user_agent = USER_AGENT  # every request to the API server says who asks
     return api_client
+
+
+class CredentialsError(Exception):
+    """A kubeconfig whose credentials cannot be had (a missing or failing exec plugin)."""
+
+
+def _has_credentials(configuration: Any) -> bool:
+    return bool(configuration.api_key.get("authorization") or configuration.cert_file
+                or configuration.username)
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.said: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.said.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def _client_errors() -> Iterator[list[str]]:
+    """What the kubernetes client logs as errors meanwhile (it logs, rather than raises, a
+    failing exec plugin), collected instead of printed."""
+    root = logging.getLogger()
+    collect = _Collect()
+    quiet = [(h, h.level) for h in root.handlers]
+    for handler, _ in quiet:
+        handler.setLevel(logging.CRITICAL)
+    root.addHandler(collect)
+    try:
+        yield collect.said
+    finally:
+        root.removeHandler(collect)
+        for handler, level in quiet:
+            handler.setLevel(level)
 
 
 def _say_once_that_tls_is_not_verified(host: str) -> None:
@@ -64,7 +110,10 @@ def load_api_client(settings: Any) -> Any | None:
     try:
         return api_client_for(settings.kubeconfig, settings.context, settings.serviceaccount_dir)
     except Exception as exc:  # noqa: BLE001 - any configuration problem ends here, clearly
-        print(f"error: cannot load a Kubernetes configuration: {exc}\n"
-              "Give --kubeconfig (or KCG_KUBECONFIG / KUBECONFIG), or run in a pod.",
-              file=sys.stderr)
+        if isinstance(exc, CredentialsError):
+            print(f"error: {exc}", file=sys.stderr)
+        else:
+            print(f"error: cannot load a Kubernetes configuration: {exc}\n"
+                  "Give --kubeconfig (or KCG_KUBECONFIG / KUBECONFIG), or run in a pod.",
+                  file=sys.stderr)
         return None

@@ -64,3 +64,37 @@ def test_not_ready_until_the_prewarmed_caches_have_synced_then_ready_for_good():
     finally:
         gate.set()
         gateway.stop()
+
+
+def test_credentials_the_api_server_refuses_make_the_cluster_not_ready_saying_why():
+    """An expired token, an exec plugin that fails to refresh it: the caches can no longer
+    follow, and an operator must hear of it — unlike an API server that is away."""
+    from app.cache.answer_age import HEARTBEAT_EVERY
+
+    fake = FakeCluster()
+    refused = threading.Event()
+    discovery = fake.discovery()
+
+    def fetch(path: str, timeout: float = 30.0):
+        if refused.is_set() and path == "/api":
+            return 401, {"kind": "Status", "code": 401, "reason": "Unauthorized"}
+        return fake.fetch(path, timeout)
+
+    discovery._fetch = fetch
+    settings = Settings(port=free_port())
+    gateway = RunningGateway(settings, factory=build_factory(
+        settings, discovery=discovery, lister_watcher_func=fake.lister_watcher)).start()
+    try:
+        url = f"http://127.0.0.1:{settings.port}"
+        assert httpx.get(f"{url}/readyz").status_code == 200
+        refused.set()
+        wait_until(lambda: httpx.get(f"{url}/readyz").status_code == 503, 3 * HEARTBEAT_EVERY,
+                   message="not ready while the credentials are refused")
+        verbose = httpx.get(f"{url}/readyz?verbose").text
+        assert ("[-]cluster-default-credentials failed: the API server answers 401 Unauthorized "
+                "to the gateway's own credentials") in verbose
+        refused.clear()
+        wait_until(lambda: httpx.get(f"{url}/readyz").status_code == 200, 3 * HEARTBEAT_EVERY,
+                   message="ready again once they work")
+    finally:
+        gateway.stop()

@@ -48,3 +48,55 @@ current-context: x
         api_client_for(str(kubeconfig), "").close()
         warnings.warn("per connection", urllib3.exceptions.InsecureRequestWarning)
     assert not [w for w in caught if issubclass(w.category, urllib3.exceptions.InsecureRequestWarning)]
+
+
+def _exec_kubeconfig(tmp_path, command: str) -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}}}]
+users: [{{name: u, user: {{exec: {{apiVersion: client.authentication.k8s.io/v1beta1, command: {command}}}}}}}]
+contexts: [{{name: prod, context: {{cluster: c, user: u}}}}]
+current-context: prod
+""")
+    return str(path)
+
+
+def _plugin(tmp_path, body: str) -> str:
+    script = tmp_path / "plugin"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_a_missing_exec_plugin_ends_serve_with_exit_2_naming_it(tmp_path, capsys):
+    from app.process.cli import main
+
+    assert main(["serve", "--kubeconfig", _exec_kubeconfig(tmp_path, "no-such-plugin")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the credentials of the current context could not be loaded")
+    assert "no-such-plugin" in err and "Traceback" not in err
+
+
+def test_a_failing_exec_plugin_is_named_with_what_it_said(tmp_path):
+    import pytest
+
+    from app.process.kubeconfig import CredentialsError
+
+    plugin = _plugin(tmp_path, "echo 'token expired: run aws sso login' >&2\nexit 1\n")
+    with pytest.raises(CredentialsError) as info:
+        api_client_for(_exec_kubeconfig(tmp_path, plugin), "prod")
+    assert "context 'prod'" in str(info.value) and "token expired" in str(info.value)
+
+
+def test_a_working_exec_plugin_gives_the_client_its_token(tmp_path):
+    plugin = _plugin(tmp_path, """cat <<'JSON'
+{"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential",
+ "status": {"token": "from-the-plugin"}}
+JSON
+""")
+    client = api_client_for(_exec_kubeconfig(tmp_path, plugin), "")
+    try:
+        assert RawClient(client).headers()["authorization"] == "Bearer from-the-plugin"
+    finally:
+        client.close()
