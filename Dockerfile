@@ -11,11 +11,12 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
 RUN pip install --no-cache-dir --upgrade pip wheel
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE constraints.txt ./
 COPY app ./app
 COPY informer_core ./informer_core
 COPY control_plane ./control_plane
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+# the dependencies at the versions the suite passed with (constraints.txt)
+RUN pip wheel --no-cache-dir --wheel-dir /wheels -c constraints.txt .
 
 FROM ${PYTHON_IMAGE} AS runtime
 ARG VERSION=0.1.0

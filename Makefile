@@ -18,10 +18,11 @@ test: setup binaries
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# Installed at the versions constraints.txt names: a clean machine gets what the suite passed with.
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
 # etcd from Debian, kube-apiserver built once from Debian's source package and
@@ -31,14 +32,14 @@ binaries: setup
 
 # Every benchmark, side by side with the API server; writes docs/benchmarks.md (~25 min).
 bench: setup binaries
-	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,bench]'
 	$(PY) -m control_plane.binaries --test-tools
 	$(PY) -m bench --out docs/benchmarks.md --json docs/benchmarks.json
 
 # Ten minutes of 200 clients while objects churn; writes docs/soak.json and docs/soak.png
 # (the suite runs a two-minute form: tests/system/test_soak.py).
 soak: setup binaries
-	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,bench]'
 	$(PY) -m bench.soak --minutes 10 --json docs/soak.json --plot docs/soak.png
 
 # Re-render deploy/kube-cache-gateway.yaml from the chart (the tests fail while it is stale).

@@ -204,6 +204,24 @@ class StreamBody(StreamingResponse):
             with anyio.CancelScope(shield=True):
                 await self.body_iterator.aclose()
 
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Send the stream until it ends, the client goes away or it stalls, whichever first.
+
+        Written out rather than left to Starlette, whose ``StreamingResponse`` stops
+        listening for a disconnect (and so for a stall) when the server speaks ASGI 2.4
+        or later: the cut-off must not depend on the server's version.
+        """
+        async with anyio.create_task_group() as group:
+
+            async def first_to_end(run: Any) -> None:
+                await run()
+                group.cancel_scope.cancel()
+
+            group.start_soon(first_to_end, lambda: self.stream_response(send))
+            await first_to_end(lambda: self.listen_for_disconnect(receive))
+        if self.background is not None:
+            await self.background()
+
     async def listen_for_disconnect(self, receive: Any) -> None:
         watchers = {asyncio.ensure_future(super().listen_for_disconnect(receive)),
                     asyncio.ensure_future(self._stalled())}

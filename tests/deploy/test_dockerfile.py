@@ -128,6 +128,8 @@ def test_the_build_context_is_the_package_and_nothing_else(path, sent):
 def test_the_build_stage_copies_what_the_package_needs():
     build = stages()[0]
     copied = {v for c in build if c.cmd == "COPY" for v in c.value[:-1]}
-    assert copied == {"pyproject.toml", "README.md", "app", "informer_core", "control_plane"}
+    assert copied == {"pyproject.toml", "README.md", "LICENSE", "constraints.txt", "app",
+                      "informer_core", "control_plane"}
     wheel = [c for c in build if c.cmd == "RUN" and c.value[0].startswith("pip wheel ")]
     assert len(wheel) == 1 and shlex.split(wheel[0].value[0])[-1] == "."
+    assert "-c constraints.txt" in wheel[0].value[0], "the versions the suite passed with"

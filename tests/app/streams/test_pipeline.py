@@ -282,3 +282,43 @@ def test_streams_wait_for_the_sync_share_one_handler_and_send_heartbeats(backend
         finally:
             for reader in readers:
                 reader.close()
+
+
+@pytest.mark.parametrize("spec_version", ["2.3", "2.4", "2.5"])
+def test_a_stalled_stream_is_cut_off_whatever_asgi_version_the_server_speaks(spec_version):
+    """Starlette listens for a disconnect only below ASGI 2.4; the stall cut-off rides on
+    that listener, so ``StreamBody`` runs it itself: a reader that takes nothing is cut off
+    after ``stall_timeout`` under any server."""
+    import asyncio
+
+    from app.cache.hub import Subscriber
+    from app.query.selection import Selection
+    from app.streams.pipeline import StreamBody
+
+    async def scenario() -> float:
+        subscriber = Subscriber(Selection(), 1)
+        sent_first = asyncio.Event()
+
+        async def body():
+            yield b"first"
+            await asyncio.sleep(3600)  # a stream with nothing more to say for now
+            yield b"never"
+
+        async def receive():
+            await asyncio.sleep(3600)  # the client neither reads nor leaves
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            if message.get("body") == b"first":
+                sent_first.set()
+                subscriber.fell_behind.set()  # it fell behind; its socket is full from now on
+                await asyncio.sleep(3600)
+
+        response = StreamBody(body(), subscriber, 0.3, "text/event-stream", {})
+        scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": spec_version}}
+        began = asyncio.get_running_loop().time()
+        await asyncio.wait_for(response(scope, receive, send), 5)
+        assert sent_first.is_set()
+        return asyncio.get_running_loop().time() - began
+
+    assert 0.25 < asyncio.run(scenario()) < 2
