@@ -236,12 +236,16 @@ def ensure_browser() -> str | None:
     return found
 
 
+_TEST_TOOLS = (("go", "golang-go"), ("wrk", "wrk"), ("tinyproxy", "tinyproxy"))
+
+
 def main() -> int:
     """``python -m control_plane.binaries``: make sure the test tools exist.
 
     etcd and kube-apiserver always; ``--test-tools`` adds Chromium (the
-    EventSource test), Go (the fan-out benchmark's receivers) and wrk (the
-    query benchmark's load generator).
+    EventSource test), Go (the fan-out benchmark's receivers), wrk (the
+    query benchmark's load generator) and tinyproxy (a real forward proxy for the
+    proxy tests).
     """
     try:
         found = ensure_binaries(build=True)
@@ -252,16 +256,16 @@ def main() -> int:
     if "--test-tools" in sys.argv[1:]:
         try:
             browser = ensure_browser()
-            missing = [package for tool, package in (("go", "golang-go"), ("wrk", "wrk"))
-                       if shutil.which(tool) is None]
+            missing = [package for tool, package in _TEST_TOOLS if shutil.which(tool) is None
+                       and not Path(f"/usr/bin/{tool}").exists() and not Path(f"/usr/sbin/{tool}").exists()]
             if missing and _is_root() and shutil.which("apt-get"):
                 _apt_install(missing)
         except ClusterUnavailableError as exc:
             print(f"warning: test tools incomplete: {exc}", file=sys.stderr)
             browser = None
         print(f"chromium: {browser or 'not available'}")
-        for tool in ("go", "wrk"):
-            print(f"{tool}: {shutil.which(tool) or 'not available'}")
+        for tool, _ in _TEST_TOOLS:
+            print(f"{tool}: {shutil.which(tool, path='/usr/sbin:/usr/bin:' + os.environ.get('PATH', '')) or 'not available'}")
     return 0
 
 

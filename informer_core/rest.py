@@ -57,7 +57,15 @@ class _Call:
         self._aborted = False
 
     def open(self, path: str, headers: dict[str, str], read_timeout: float) -> urllib3.HTTPResponse:
-        conn = self._pool._new_conn()  # a fresh connection with the pool's TLS settings
+        pool = self._pool
+        conn = pool._new_conn()  # a fresh connection with the pool's TLS settings
+        if pool.proxy is not None:  # through the proxy, as the pool's own requests go
+            if pool.scheme == "https":
+                # what urlopen's proxy preparation does: CONNECT to the API server first
+                conn.set_tunnel(pool.host, pool.port, headers=pool.proxy_headers,
+                                scheme=pool.proxy.scheme or "http")
+            else:
+                path = f"http://{pool.host}:{pool.port}{path}"  # a plain proxy takes whole URLs
         with self._lock:
             if self._aborted:
                 raise WatchAbortedError("request aborted before it started")
