@@ -22,17 +22,22 @@ from app.clusters.cluster import Cluster
 from app.http.limits import StreamLimiter
 from app.http.metrics import Metrics
 from app.process.peers import Peers, merge_expositions
+from app.query.budget import MIN_LIMIT, QueryMemory
 from app.settings import Settings
 from informer_core.discovery import GroupVersionResource
 
 __all__ = ["Gateway"]
 
+_SIZE_EVERY = 10.0  # seconds between two sizings of the queries' memory budget
+
 
 class Gateway:
     """The clusters and what they share; ``app.state.gateway``."""
 
-    def __init__(self, settings: Settings, clusters: Iterable[Cluster], worker: Any = None) -> None:
+    def __init__(self, settings: Settings, clusters: Iterable[Cluster], worker: Any = None,
+                 memory: QueryMemory | None = None) -> None:
         self.settings = settings
+        self.query_memory = memory if memory is not None else QueryMemory()
         self.clusters: dict[str, Cluster] = {c.name: c for c in clusters}
         defaults = [c for c in self.clusters.values() if c.default]
         if len(defaults) != 1:
@@ -54,6 +59,7 @@ class Gateway:
         self.metrics = Metrics(lambda: self.clusters)
         self.closing = asyncio.Event()
         self.loop: asyncio.AbstractEventLoop | None = None
+        self._sizing: asyncio.Task | None = None
 
     def _authenticator(self) -> Authenticator | None:
         """With ``--authz kubernetes``: tokens reviewed by the identity cluster (the default)."""
@@ -72,6 +78,18 @@ class Gateway:
             await self.peers.start()
         for cluster in self.clusters.values():
             await cluster.start()
+        if not self.settings.query_memory_bytes:
+            self._sizing = asyncio.create_task(self._size_query_memory())
+
+    async def _size_query_memory(self) -> None:
+        """Keep the queries' budget at twice the bytes of the objects cached (at least
+        ``MIN_LIMIT``): what queries may keep grows with what there is to query."""
+        while True:
+            cached = sum(len(obj.raw) for cluster in self.clusters.values()
+                         for entry in cluster.caches.entries().values()
+                         for obj in list(entry.hub.view.values()))
+            self.query_memory.limit = max(MIN_LIMIT, 2 * cached)
+            await asyncio.sleep(_SIZE_EVERY)
 
     async def metrics_exposition(self) -> bytes:
         """``/metrics``: this process's, or every worker's of the pod, labelled by worker."""
@@ -105,6 +123,8 @@ class Gateway:
             cluster.begin_shutdown()
 
     async def stop(self) -> None:
+        if self._sizing is not None:
+            self._sizing.cancel()
         self.begin_shutdown()
         if self.peers is not None:
             await self.peers.close()

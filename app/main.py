@@ -26,6 +26,7 @@ from app.http import discovery, ops, ui
 from app.http.asgi import GatewayApp
 from app.http.resources import resource_endpoint
 from app.kube.status import StatusError, status_response
+from app.query.budget import MIN_LIMIT, QueryMemory
 from app.settings import Settings, is_loopback
 from informer_core.factory import SharedInformerFactory
 from informer_core.pages import metadata_transform
@@ -79,7 +80,9 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        gateway = Gateway(settings, [Cluster(DEFAULT_CLUSTER, settings, factory, reviewer)], worker)
+        memory = QueryMemory(settings.query_memory_bytes or MIN_LIMIT)  # one for the process
+        gateway = Gateway(settings, [Cluster(DEFAULT_CLUSTER, settings, factory, reviewer,
+                                             memory=memory)], worker, memory)
         app.state.gateway = gateway
         await gateway.start()
         try:

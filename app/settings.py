@@ -71,6 +71,7 @@ class Settings:
     page_size: int = 500
     idle_unload: float = 0.0
     keep_managed_fields: bool = False
+    query_memory_bytes: int = 0
     # Who may read what.
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ("secrets",)
@@ -130,6 +131,9 @@ _HELP = {
                    "freeing its memory (0: never)",
     "keep_managed_fields": "keep metadata.managedFields in cached objects (about 40%% of "
                            "their size; kubectl hides them anyway)",
+    "query_memory_bytes": "bytes that queries may keep across all resources (values per path, "
+                          "projections, whole answers), least recently used dropped first "
+                          "(default: 0, twice the bytes of the cached objects, at least 64 MiB)",
     "allow": "resources that may be read, comma-separated (default: all but --deny)",
     "deny": "resources that may never be read; they never get an informer "
             "(default: secrets)",
@@ -240,7 +244,7 @@ _GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("where and how it listens", ("host", "port", "workers", "tls_cert_file",
                                   "tls_private_key_file", "forwarded_allow_ips")),
     ("what is cached", ("namespace", "prewarm", "sync_timeout", "resync_period", "page_size",
-                        "idle_unload", "keep_managed_fields")),
+                        "idle_unload", "keep_managed_fields", "query_memory_bytes")),
     ("who may read what", ("allow", "deny", "cors_origins", "allow_anonymous", "authz",
                            "authn_audiences", "authn_cache_ttl", "authz_cache_ttl",
                            "authz_deny_cache_ttl", "authz_cache_size",
@@ -333,7 +337,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             raise ValueError(f"--{name.replace('_', '-')}: no such file: {path}")
     if settings.authz not in ("none", "kubernetes"):
         raise ValueError(f"--authz must be none or kubernetes, not {settings.authz!r}")
-    for name in ("authn_cache_ttl", "authz_cache_ttl", "authz_deny_cache_ttl"):
+    for name in ("authn_cache_ttl", "authz_cache_ttl", "authz_deny_cache_ttl",
+                 "query_memory_bytes"):
         if getattr(settings, name) < 0:
             raise ValueError(f"--{name.replace('_', '-')} must not be negative")
     if settings.authz_cache_size <= 0:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.bridge import HubHandler, call_on_loop, run_blocking
+from app.query.budget import QueryMemory
 from app.query.engine import QueryEngine
 from app.cache.hub import EventHub
 from app.kube.printers import DEFAULT_PRINTER, PRINTERS, crd_columns
@@ -68,9 +69,11 @@ class ResourceCache:
 class ClusterCache:
     """One cluster's resources by GVR, loaded on first use; all methods run on the event loop."""
 
-    def __init__(self, settings: Settings, factory: SharedInformerFactory) -> None:
+    def __init__(self, settings: Settings, factory: SharedInformerFactory,
+                 memory: QueryMemory | None = None) -> None:
         self.settings = settings
         self.factory = factory
+        self.memory = memory if memory is not None else QueryMemory()  # the process's
         self._entries: dict[GroupVersionResource, ResourceCache] = {}
         self._pending: dict[GroupVersionResource, asyncio.Task] = {}
         self._syncing: dict[GroupVersionResource, asyncio.Future] = {}  # loads awaiting the sync
@@ -317,7 +320,8 @@ class ClusterCache:
         finally:
             self._syncing.pop(resource.gvr, None)
         hub.mark_ready()
-        entry = ResourceCache(resource, generic, hub, registration, printer)
+        entry = ResourceCache(resource, generic, hub, registration, printer,
+                              queries=QueryEngine(self.memory))
         self._entries[resource.gvr] = entry
         log.info("cache of %s ready: %d objects at resourceVersion %s", resource.gvr,
                  len(hub.view), hub.rv)

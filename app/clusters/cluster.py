@@ -24,6 +24,7 @@ from app.auth.authorization import Authorization
 from app.auth.policy import ResourcePolicy
 from app.auth.reviews import ApiReviewer, Reviewer
 from app.cache.resources import ClusterCache
+from app.query.budget import QueryMemory
 from app.settings import Settings
 from informer_core.discovery import Discovery
 from informer_core.factory import SharedInformerFactory
@@ -37,12 +38,13 @@ class Cluster:
     """One cluster's client, discovery, informers, caches, hubs and reviews; see the module."""
 
     def __init__(self, name: str, settings: Settings, factory: SharedInformerFactory,
-                 reviewer: Reviewer | None = None, default: bool = True) -> None:
+                 reviewer: Reviewer | None = None, default: bool = True,
+                 memory: QueryMemory | None = None) -> None:
         self.name = name
         self.default = default
         self.settings = settings
         self.factory = factory
-        self.caches = ClusterCache(settings, factory)
+        self.caches = ClusterCache(settings, factory, memory)
         self.reviewer: Reviewer | None = None
         self.access: AccessReviews | None = None
         if settings.authz == "kubernetes":

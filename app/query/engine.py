@@ -20,12 +20,14 @@ event loop.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from app.bridge import run_blocking
+from app.query.budget import QueryMemory
 from app.query.values import ValueCache
 from app.cache.hub import EventHub
 from app.query.fieldpath import FieldPath
@@ -59,39 +61,54 @@ class QueryEngine:
     """One resource's columns, projections and recent results; used on the loop
     and, for large evaluations, on worker threads."""
 
-    def __init__(self) -> None:
-        self.columns = ValueCache()
+    def __init__(self, memory: QueryMemory | None = None) -> None:
+        self.memory = memory if memory is not None else QueryMemory()
+        self.columns = ValueCache(self.memory)
         self._projections: OrderedDict[str, Projection] = OrderedDict()
         self._results: OrderedDict[tuple, Result] = OrderedDict()
         self._answers: OrderedDict[tuple, tuple[str, bytes, dict[str, str]]] = OrderedDict()
+        self._answers_lock = threading.Lock()  # the budget may let an answer go from a thread
         self._lock = asyncio.Lock()  # one large evaluation at a time per resource
 
     def projection(self, text: str, paths: tuple[FieldPath, ...]) -> Projection:
         """The kept projection of ``fields=text``."""
         found = self._projections.get(text)
         if found is None:
-            found = self._projections[text] = Projection(text, paths)
+            found = self._projections[text] = Projection(text, paths, self.memory)
             while len(self._projections) > MAX_PROJECTIONS:
-                self._projections.popitem(last=False)
+                self._projections.popitem(last=False)[1].forget()
         else:
             self._projections.move_to_end(text)
         return found
 
     def answer(self, key: tuple, version: str) -> tuple[bytes, dict[str, str]] | None:
         """The whole answer kept for ``key`` if it was made at ``version``."""
-        found = self._answers.get(key)
-        if found is None or found[0] != version:
-            return None
-        self._answers.move_to_end(key)
+        with self._answers_lock:
+            found = self._answers.get(key)
+            if found is None or found[0] != version:
+                return None
+            self._answers.move_to_end(key)
         return found[1], found[2]
 
     def keep_answer(self, key: tuple, version: str, body: bytes, headers: Any) -> None:
         """Keep a dashboard answer's bytes and headers for a refresh at the same version."""
         kept = {k: v for k, v in headers.items() if k.lower() not in ("content-length", "etag")}
-        self._answers[key] = (version, body, kept)
-        self._answers.move_to_end(key)
-        while len(self._answers) > MAX_ANSWERS:
-            self._answers.popitem(last=False)
+        with self._answers_lock:
+            # answers at another version will never be given again: let them go now
+            gone = [k for k, (v, _, _) in self._answers.items() if v != version or k == key]
+            for old in gone:
+                del self._answers[old]
+            self._answers[key] = (version, body, kept)
+            while len(self._answers) > MAX_ANSWERS:
+                gone.append(self._answers.popitem(last=False)[0])
+        for old in gone:
+            self.memory.release(("answer", id(self), old))
+        self.memory.charge(("answer", id(self), key), len(body) + 500,
+                           lambda: self._drop_answer(key))
+
+    def _drop_answer(self, key: tuple) -> None:
+        with self._answers_lock:
+            self._answers.pop(key, None)
 
     async def result(self, objects: list[EncodedObject], query: Query, fingerprint: str,
                      resource_version: str) -> Result:
@@ -111,6 +128,8 @@ class QueryEngine:
                 if found is None:
                     found = await run_blocking(self.evaluate, objects, query.filters,
                                                query.ordering, query.summary, resource_version)
+        for old in [k for k in self._results if k[1] != resource_version]:
+            del self._results[old]  # results at another version will not be asked for again
         self._results[key] = found
         while len(self._results) > MAX_RESULTS:
             self._results.popitem(last=False)

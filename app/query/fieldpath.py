@@ -145,6 +145,9 @@ def parse_path(text: str, wildcard: bool = False) -> FieldPath:
                 raise PathError(f"path {text!r} ends with '.'")
     if len(segments) > _MAX_SEGMENTS:
         raise PathError(f"path {text[:64]!r} has more than {_MAX_SEGMENTS} segments")
+    if segments == [_WILDCARD]:  # every top-level field: the whole object, not a field
+        raise PathError(f"'*' alone names no field; name one, as in spec.containers.*.image "
+                        f"({text!r})")
     return FieldPath(text, tuple(segments))
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from app.query.budget import QueryMemory
 from app.query.fieldpath import FieldPath, parse_path_list
 from informer_core.encoded import EncodedObject
 
@@ -26,6 +27,7 @@ __all__ = ["Projection", "ProjectionError", "parse_fields"]
 _IDENTITY = (("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace"),
              ("metadata", "resourceVersion"))
 _MAX_PATHS = 64
+_ENTRY = 150  # bytes a kept projection costs beside its own: its tuple and dict slot
 
 
 class ProjectionError(ValueError):
@@ -39,11 +41,19 @@ class _Indexed(dict):
 class Projection:
     """Parsed ``fields``, with each object's projected bytes kept per version."""
 
-    def __init__(self, text: str, paths: tuple[FieldPath, ...]) -> None:
+    def __init__(self, text: str, paths: tuple[FieldPath, ...],
+                 memory: QueryMemory | None = None) -> None:
         self.text = text
         self.paths = paths
         self._segments = _IDENTITY + tuple(p.segments for p in paths)
         self._kept: dict[str, tuple[str, bytes]] = {}
+        self.memory = memory if memory is not None else QueryMemory()
+        self._key = ("projection", id(self))
+
+    def forget(self) -> None:
+        """Drop every kept projection (the budget let them go, or its engine did)."""
+        self._kept = {}
+        self.memory.release(self._key)
 
     def project(self, obj: dict[str, Any]) -> dict[str, Any]:
         """The projected form of a decoded object."""
@@ -59,7 +69,12 @@ class Projection:
             return hit[1]
         raw = orjson.dumps(self.project(orjson.loads(obj.raw)))
         self._kept[obj.key] = (obj.resource_version, raw)
+        size = len(raw) - (len(hit[1]) if hit is not None else -_ENTRY)
+        self.memory.charge(self._key, size, self._dropped)
         return raw
+
+    def _dropped(self) -> None:
+        self._kept = {}
 
     def kept_bytes(self, objects: Sequence[EncodedObject]) -> tuple[list[bytes | None], list[int]]:
         """The kept projected bytes of ``objects`` (None where not kept for the object's
@@ -83,7 +98,7 @@ class Projection:
     def forget_absent(self, present: int) -> None:
         """Drop kept bytes of deleted objects once they outnumber the objects."""
         if len(self._kept) > 2 * present + 1024:
-            self._kept = {}
+            self.forget()
 
 
 def _place(source: Any, segments: tuple[str, ...], out: dict) -> None:

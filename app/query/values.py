@@ -26,11 +26,20 @@ from typing import Any
 
 import orjson
 
-from app.query.fieldpath import FieldPath
+from app.query.budget import QueryMemory
 from app.query.comparison import EMPTY, sort_key
+from app.query.fieldpath import FieldPath, scalar_text
 from informer_core.encoded import EncodedObject
 
 __all__ = ["PathValues", "ValueCache"]
+
+_SCALARS = (str, int, float, bool, type(None))
+_ENTRY = 200  # bytes an entry costs beside its values: its tuples, list and dict slot
+
+
+def _size(values: list[Any]) -> int:
+    """An estimate of one entry's bytes (its key and version are the object's own)."""
+    return _ENTRY + sum(len(v) if v.__class__ is str else 32 for v in values)
 
 MAX_COLUMNS = 64
 IDLE = 600.0
@@ -38,7 +47,12 @@ _LABELS = ("metadata", "labels")
 
 
 class PathValues:
-    """One path's values per object key, each with the version it was read at."""
+    """One path's values per object key, each with the version it was read at.
+
+    Values are scalars: a path reaching an object or a list keeps its JSON text (which
+    is what filters, sorting and counts compare it as), never the decoded subtree — a
+    filter over ``spec`` must not keep a decoded copy of every object (6.4x its bytes).
+    """
 
     __slots__ = ("path", "values", "used")
 
@@ -63,12 +77,13 @@ class PathValues:
 
 
 class ValueCache:
-    """The columns of one resource's cache."""
+    """The columns of one resource's cache, their bytes charged to the process's budget."""
 
-    def __init__(self) -> None:
+    def __init__(self, memory: QueryMemory | None = None) -> None:
         self._columns: OrderedDict[FieldPath, PathValues] = OrderedDict()
         self._lock = threading.Lock()  # the loop and a worker thread may both look paths up
         self.parsed = 0  # objects parsed to fill columns, for tests and metrics
+        self.memory = memory if memory is not None else QueryMemory()
 
     def __len__(self) -> int:
         return len(self._columns)
@@ -87,10 +102,21 @@ class ValueCache:
         return found
 
     def _evict(self, now: float) -> None:
+        """Caller holds ``self._lock``."""
         while len(self._columns) > MAX_COLUMNS:
-            self._columns.popitem(last=False)
+            path, _ = self._columns.popitem(last=False)
+            self.memory.release(self._key(path))
         for path in [p for p, c in self._columns.items() if now - c.used > IDLE]:
             del self._columns[path]
+            self.memory.release(self._key(path))
+
+    def _key(self, path: FieldPath) -> tuple:
+        return ("values", id(self), path)
+
+    def _drop(self, path: FieldPath) -> None:
+        """The budget let this column go: it is read again when next asked for."""
+        with self._lock:
+            self._columns.pop(path, None)
 
     def table(self, paths: Sequence[FieldPath], objects: Sequence[EncodedObject]) -> list[list[list[Any]]]:
         """For each path, each object's values there (a list: empty when missing).
@@ -121,22 +147,31 @@ class ValueCache:
             return out
         loads = orjson.loads
         parsed = 0
+        grown = [0] * len(pending)  # bytes each column gained
         for obj in objects:
             decoded = None
             rv = obj.resource_version
-            for column, (values, sort_keys) in pending:
+            for i, (column, (values, sort_keys)) in enumerate(pending):
                 hit = column.values.get(obj.key)
                 if hit is None or hit[0] != rv:
                     if decoded is None:
                         decoded = loads(obj.raw)
                         parsed += 1
-                    found = column.path.values(decoded)
+                    found = [v if v.__class__ in _SCALARS else scalar_text(v)
+                             for v in column.path.values(decoded)]
+                    if hit is not None:
+                        grown[i] -= _size(hit[1])
                     hit = (rv, found, sort_key(found[0]) if found else EMPTY)
                     column.values[obj.key] = hit
+                    grown[i] += _size(found)
                 values.append(hit[1])
                 if keys:
                     sort_keys.append(hit[2])
         self.parsed += parsed
+        for (column, _), size in zip(pending, grown):
+            if size:
+                path = column.path
+                self.memory.charge(self._key(path), size, lambda p=path: self._drop(p))
         return out
 
     def stale(self, paths: Sequence[FieldPath], objects: Sequence[EncodedObject]) -> int:
@@ -162,3 +197,4 @@ class ValueCache:
         for column in columns:
             if len(column.values) > 2 * present + 1024:
                 column.values = {}
+                self.memory.release(self._key(column.path))
