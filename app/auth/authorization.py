@@ -42,6 +42,7 @@ from app.auth.authentication import Authenticator, Identity
 from app.auth.decisions import DecisionCache
 from app.auth.identity import Credentials, credentials_from_scope
 from app.auth.policy import ResourcePolicy
+from app.auth.review_budget import Buckets
 from app.auth.reviews import ReviewError
 from app.http.context import context_of
 from app.kube.status import StatusError
@@ -84,6 +85,8 @@ def attributes(access: Access) -> Attributes:
 # (version, names) of the cluster's namespaces, from the gateway's own cache.
 NamespaceSource = Callable[[], Awaitable[tuple[int, list[str]]]]
 _PARTITION_REVIEWS = 16  # concurrent reviews while a partition is computed
+_PARTITION_PER_USER = (100.0, 5_000.0)  # reviews a second, and the burst, per user
+_PARTITION_IN_ALL = (1_000.0, 20_000.0)  # the same for every user together
 
 
 class Authorization:
@@ -104,6 +107,11 @@ class Authorization:
         self._namespaces = namespaces  # set: cluster-wide lists are partitioned
         self.partitions: DecisionCache[frozenset[str]] = DecisionCache(
             access.accesses.max_entries if access else 1)
+        # Reviews partitions may cost: a caller with no rights listing every resource of a
+        # cluster of 2,000 namespaces cluster-wide would make one per namespace and resource
+        # every half minute (100k). Per user and in total, bursts then a steady rate.
+        self.partition_reviews = Buckets(*_PARTITION_PER_USER)
+        self.partition_reviews_total = Buckets(*_PARTITION_IN_ALL)
 
     @property
     def authenticates(self) -> bool:
@@ -225,6 +233,20 @@ class Authorization:
                 return await reviews.allowed(identity.user, attrs._replace(namespace=namespace))
 
         async def compute() -> tuple[frozenset[str], float]:
+            # one review per namespace not decided lately: a set for the caller, and for all
+            cost = sum(1 for ns in names if reviews.accesses.peek(
+                (identity.user, attrs._replace(namespace=ns))) is None)
+            if cost:
+                user = identity.user.name
+                if (self.partition_reviews.available(user) < cost
+                        or self.partition_reviews_total.available("") < cost):
+                    raise StatusError(
+                        429, f"finding the namespaces in which {access.describe()} is allowed "
+                             f"would take {cost} more access reviews than this gateway makes "
+                             f"for now; retry shortly, or ask for one namespace",
+                        "TooManyRequests", headers={"Retry-After": "5"})
+                self.partition_reviews.spend(user, cost)
+                self.partition_reviews_total.spend("", cost)
             answers = await asyncio.gather(*(allowed(ns) for ns in names))
             # the shorter time to live: a denial in the set may turn into an allowance
             return (frozenset(ns for ns, ok in zip(names, answers) if ok),

@@ -26,7 +26,7 @@ import anyio
 
 from app.kube.status import StatusError
 
-__all__ = ["ReviewBudget"]
+__all__ = ["Buckets", "ReviewBudget"]
 
 
 class ReviewBudget:
@@ -86,3 +86,31 @@ class ReviewBudget:
 
 def _too_many(message: str) -> StatusError:
     return StatusError(429, message, "TooManyRequests", headers={"Retry-After": "1"})
+
+
+class Buckets:
+    """Token buckets by key: ``rate`` tokens a second, at most ``burst`` saved; on the loop.
+
+    For reviews that come in sets (a caller's namespaces, one review each): ``spend``
+    takes a whole set or nothing.
+    """
+
+    def __init__(self, rate: float, burst: float, max_keys: int = 10_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.max_keys = max_keys
+        self._clock = clock
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+
+    def available(self, key: str) -> float:
+        tokens, at = self._buckets.get(key, (self.burst, self._clock()))
+        return min(self.burst, tokens + (self._clock() - at) * self.rate)
+
+    def spend(self, key: str, count: float) -> None:
+        """Take ``count`` tokens from ``key``'s bucket (callers check ``available`` first)."""
+        left = self.available(key) - count
+        self._buckets.pop(key, None)  # to the end: the most recently used
+        self._buckets[key] = (left, self._clock())
+        while len(self._buckets) > self.max_keys:
+            self._buckets.popitem(last=False)

@@ -288,3 +288,32 @@ def test_kept_dashboard_answers_never_cross_partitions(fake, reviewer):
             else:
                 assert {o["metadata"]["namespace"] for o in first["items"]} == {"demo-shop"}, query
                 assert {o["metadata"]["namespace"] for o in second["items"]} == {"other"}, query
+
+
+def test_partitions_cost_a_bounded_number_of_reviews_per_user_and_in_all(reviewer):
+    """A caller with no rights listing every namespaced resource cluster-wide, in a cluster of
+    2,000 namespaces: one review per namespace and resource, every half minute, before (each
+    resource 2,000 more). Now the caller's set of reviews comes from a budget (5,000, then
+    100 a second); past it, 429."""
+    from control_plane.fake import BUILTIN_RESOURCES
+
+    fake = FakeCluster()
+    for i in range(2000):
+        fake.ensure_namespace(f"team-{i:04d}")
+    namespaced = [t for t in BUILTIN_RESOURCES if t.namespaced]
+    with run_gateway(fake, reviewer=reviewer, authz="kubernetes",
+                     namespace_partitioned_lists=True) as running, \
+            client(running, "t-bob") as bob:
+        began = time.monotonic()
+        codes = []
+        for _ in range(2):
+            for kind in namespaced:
+                prefix = f"/apis/{kind.group}/{kind.version}" if kind.group else "/api/v1"
+                codes.append(bob.get(f"{prefix}/{kind.name}").status_code)
+        took = time.monotonic() - began
+    reviews = len([r for r in reviewer.access_reviews if r["user"] == "bob"])
+    assert set(codes) <= {403, 405, 429} and 429 in codes, (codes, reviews, took)
+    assert reviews <= 5_000 + 100 * took + len(namespaced) + 10, f"{reviews} reviews in {took:.0f} s"
+    print(f"\n{len(codes)} cluster-wide lists by a caller with no rights, 2,000 namespaces: "
+          f"{reviews} reviews in {took:.1f} s (before: one per namespace and list, "
+          f"{2000 * len(codes)})")

@@ -48,3 +48,17 @@ def test_the_addresses_remembered_are_bounded():
         budget.admit(f"10.0.{i // 256}.{i % 256}")
         budget.done()
     assert len(budget._buckets) == 100
+
+
+def test_buckets_take_a_whole_set_or_nothing_and_refill_at_their_rate():
+    from app.auth.review_budget import Buckets
+
+    clock = Clock()
+    buckets = Buckets(rate=100, burst=500, clock=clock)
+    assert buckets.available("bob") == 500
+    buckets.spend("bob", 300)
+    assert buckets.available("bob") == 200 and buckets.available("carol") == 500
+    clock.now += 1
+    assert buckets.available("bob") == 300
+    clock.now += 60
+    assert buckets.available("bob") == 500  # never more than the burst
