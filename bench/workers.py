@@ -88,7 +88,8 @@ def _all_workers_synced(url: str, count: int) -> bool:
         text = httpx.get(url + "/metrics", timeout=10).text
     except httpx.HTTPError:
         return False
-    synced = re.findall(r'^kcg_informer_synced\{resource="pods.v1"(?:,worker="\d+")?\} 1\.0$', text, re.M)
+    synced = re.findall(r'^kcg_informer_synced\{(?:cluster="default",)?resource="pods.v1"'
+                        r'(?:,worker="\d+")?\} 1\.0$', text, re.M)
     return len(synced) == count
 
 
