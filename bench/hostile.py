@@ -24,6 +24,7 @@ import os
 import re
 import secrets
 import socket
+import ssl
 import statistics
 import tempfile
 import threading
@@ -109,7 +110,8 @@ def heads(cluster: LocalCluster, workdir: Path, count: int, log=print) -> dict:
 def _token_reviews(cluster: LocalCluster) -> int:
     """The TokenReviews the API server has answered, from its own metrics."""
     server = cluster.primary
-    text = httpx.get(f"{server.url}/metrics", verify=str(server.ca_file), timeout=30,
+    text = httpx.get(f"{server.url}/metrics", timeout=30,
+                     verify=ssl.create_default_context(cafile=str(server.ca_file)),
                      headers={"Authorization": f"Bearer {cluster.admin.token}"}).text
     return int(sum(float(v) for v in re.findall(
         r'^apiserver_request_total\{[^}]*resource="tokenreviews"[^}]*\} (\S+)$', text, re.M)))

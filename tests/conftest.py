@@ -46,3 +46,23 @@ def no_leaked_threads(request) -> Iterator[None]:
             break
         time.sleep(0.02)
     assert not leaked, f"test leaked threads: {[t.name for t in leaked]}"
+
+
+@pytest.fixture(autouse=True)
+def process_wide_hooks_kept() -> Iterator[None]:
+    """Fail a test that leaves the process's logging or exception hooks changed.
+
+    ``serve`` sets up the logging of the process it runs in (handlers, exception hooks,
+    warnings captured as log lines): called in the test process, it would quietly change
+    every test after it (a handler on a closed capture stream, warnings that no longer
+    fail). Such tests run the command in a process of its own.
+    """
+    import logging
+    import sys
+    import warnings
+
+    root = logging.getLogger()
+    before = (list(root.handlers), sys.excepthook, threading.excepthook, warnings.showwarning)
+    yield
+    after = (list(root.handlers), sys.excepthook, threading.excepthook, warnings.showwarning)
+    assert after == before, "the test changed the process's logging or exception hooks"

@@ -69,11 +69,16 @@ def _plugin(tmp_path, body: str) -> str:
     return str(script)
 
 
-def test_a_missing_exec_plugin_ends_serve_with_exit_2_naming_it(tmp_path, capsys):
-    from app.process.cli import main
+def test_a_missing_exec_plugin_ends_serve_with_exit_2_naming_it(tmp_path):
+    import subprocess
+    import sys
 
-    assert main(["serve", "--kubeconfig", _exec_kubeconfig(tmp_path, "no-such-plugin")]) == 2
-    err = capsys.readouterr().err
+    # its own process: serve sets up the process's logging, which a test process must keep
+    out = subprocess.run([sys.executable, "-m", "app", "serve", "--kubeconfig",
+                          _exec_kubeconfig(tmp_path, "no-such-plugin")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    err = out.stderr
     assert err.startswith("error: the credentials of the current context could not be loaded")
     assert "no-such-plugin" in err and "Traceback" not in err
 
