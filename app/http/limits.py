@@ -67,11 +67,34 @@ class StreamLimiter:
 
 
 class _HeadBudget:
-    """The bytes of unfinished request heads held across every connection of one server."""
+    """What one server's connections share: the bytes of unfinished request heads held across
+    all of them, and the one sweep that closes heads past their time (a timer per request
+    cost more than answering a small one from the cache)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.pending = 0
+        self._sweeping = False
+
+    def sweep_soon(self, loop: Any, connections: set, head_timeout: float) -> None:
+        """Sweep ``connections`` about every second while there are any."""
+        if self._sweeping:
+            return
+        self._sweeping = True
+        every = min(1.0, head_timeout / 4)
+
+        def sweep() -> None:
+            now = loop.time()
+            for connection in list(connections):
+                overdue = getattr(connection, "head_overdue", None)
+                if overdue is not None and overdue(now):
+                    connection._head_expired()
+            if connections:
+                loop.call_later(every, sweep)
+            else:
+                self._sweeping = False
+
+        loop.call_later(every, sweep)
 
 
 class _Trimmer:
@@ -128,21 +151,21 @@ class GuardedProtocol(HttpToolsProtocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, self.user_timeout_ms)
         super().connection_made(transport)
         self._in_head, self._head_bytes, self._charged = True, 0, 0
-        self._head_timer: Any = None
         self._refused = False
+        # a connection that says nothing, or says its head slowly, is closed in time: the
+        # server's sweep (one timer for all connections) reads when its head began
+        self._head_since: float | None = self.loop.time()
+        self.budget.sweep_soon(self.loop, self.connections, self.head_timeout)
         if len(self.connections) > self.max_connections:
             self._refuse(503, "Service Unavailable",
                          f"the gateway holds at most {self.max_connections} connections", retry=True)
-            return
-        # a connection that says nothing, or says its head slowly, is closed in time
-        self._head_timer = self.loop.call_later(self.head_timeout, self._head_expired)
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return  # refused: read and dropped until the connection closes
         if self._in_head:
-            if self._head_timer is None:  # the next request's head, on a kept-alive connection
-                self._head_timer = self.loop.call_later(self.head_timeout, self._head_expired)
+            if self._head_since is None:  # the next request's head, on a kept-alive connection
+                self._head_since = self.loop.time()
             self._head_bytes += len(data)
             if self._head_bytes > self.max_header_bytes:
                 self._refuse(431, "Request Header Fields Too Large",
@@ -175,16 +198,18 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def _end_head(self) -> None:
         self._in_head = False
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
+        self._head_since = None
         if self._head_bytes > self.free_head_bytes:
             _TRIMMER.soon(self.loop)  # a large head's reads were freed: give the pages back
         self.budget.pending -= self._charged
         self._charged = self._head_bytes = 0
 
+    def head_overdue(self, now: float) -> bool:
+        """Whether this connection's head has taken longer than ``head_timeout`` (the sweep)."""
+        since = self._head_since
+        return since is not None and self._in_head and now - since > self.head_timeout
+
     def _head_expired(self) -> None:
-        self._head_timer = None
         if self._in_head and not self.transport.is_closing():
             self._refuse(408, "Request Timeout",
                          f"the request line and headers did not arrive within "
