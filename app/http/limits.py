@@ -152,6 +152,7 @@ class GuardedProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         self._in_head, self._head_bytes, self._charged = True, 0, 0
         self._refused = False
+        self._last_request = False  # the server is stopping: answer what comes, then close
         # a connection that says nothing, or says its head slowly, is closed in time: the
         # server's sweep (one timer for all connections) reads when its head began
         self._head_since: float | None = self.loop.time()
@@ -187,6 +188,22 @@ class GuardedProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._end_head()
         super().on_headers_complete()
+        if self._last_request and self.cycle is not None:
+            self.cycle.keep_alive = False  # shutting down: answered, then closed
+
+    def shutdown(self) -> None:
+        """The server is stopping. A connection that has not yet brought its first request is
+        given a moment to (as Go's server does): uvicorn would close it at once, and a client
+        whose request was on its way would read a reset instead of an answer or a refusal."""
+        if self.cycle is None and not self._refused and not self.transport.is_closing():
+            self._last_request = True
+            self.loop.call_later(_NEW_CONNECTION_GRACE, self._close_if_nothing_came)
+            return
+        super().shutdown()
+
+    def _close_if_nothing_came(self) -> None:
+        if self.cycle is None and self._head_bytes == 0 and not self.transport.is_closing():
+            self.transport.close()
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -240,6 +257,7 @@ class GuardedProtocol(HttpToolsProtocol):
 
 
 _LINGER = 0.5  # seconds a refused connection is read and dropped before it is closed
+_NEW_CONNECTION_GRACE = 1.0  # seconds a new connection may take to bring its request at shutdown
 
 
 def guarded_protocol(settings: Any) -> type[Any]:
