@@ -90,6 +90,7 @@ class ClusterCache:
         self._heartbeat: asyncio.Task | None = None
         self._probing = False
         self._next_discovery: asyncio.Future | None = None  # the refresh misses wait for
+        self._discovery_turns = asyncio.Lock()  # misses' refreshes, one after another
         self._refreshing: asyncio.Future | None = None  # the refresh stale discovery waits for
         self._prewarm_gvrs: set[GroupVersionResource] = set()
         self._prewarmed_once = False
@@ -192,7 +193,10 @@ class ClusterCache:
         miss must not hold a thread while it waits for its turn (refreshes are
         spaced by the discovery's minimum interval), nor cost a refresh of its
         own. The first miss schedules the next refresh; every miss until it
-        starts joins it.
+        starts joins it. Refreshes take turns: the next one waits for the one on its
+        way, then for the interval since that one began (a view's age counts from the
+        start of the refresh that fetched it, so while one is on its way the age of the
+        view before would let another begin at once).
         """
         if self._next_discovery is None or self._next_discovery.done():
             self._next_discovery = asyncio.ensure_future(self._discover_in_turn())
@@ -200,9 +204,10 @@ class ClusterCache:
 
     async def _discover_in_turn(self) -> None:
         discovery = self.factory.discovery
-        await asyncio.sleep(max(0.0, discovery.min_refresh_interval - discovery.age()))
-        self._next_discovery = None  # misses from now on wait for the refresh after this one
-        await run_blocking(discovery.refresh)
+        async with self._discovery_turns:
+            await asyncio.sleep(max(0.0, discovery.min_refresh_interval - discovery.age()))
+            self._next_discovery = None  # misses from now on wait for the refresh after this one
+            await run_blocking(discovery.refresh)
 
     async def discovery_within(self, max_age: float) -> Discovery:
         """The cluster's discovery, refreshed first if older than ``max_age`` seconds.
