@@ -36,7 +36,7 @@ import httpx
 from bench.procs import proc_rss_mib, start_gateway
 from control_plane.cluster import LocalCluster
 
-__all__ = ["heads", "main", "tokens"]
+__all__ = ["HeadCrowd", "heads", "main", "tokens"]
 
 
 def _latencies(url: str, path: str, headers: dict, count: int) -> list[float]:
@@ -53,6 +53,63 @@ def _p(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else values[0]
 
 
+class HeadCrowd:
+    """Connections that each send about ``head_bytes`` of request head and never finish it.
+
+    Shared by the benchmark and the test that holds its figure, so that both measure the
+    same crowd: ``arrive`` opens them (calling ``meanwhile`` every ``every`` connections,
+    to sample memory and a well-behaved client between arrivals); ``wait_closed`` waits
+    until the gateway has closed every one, or ``limit`` seconds, and says how long it took.
+    """
+
+    def __init__(self, port: int, head_bytes: int = 1_000_000) -> None:
+        self.port = port
+        self.payload = b"GET / HTTP/1.1\r\nX-Pad: " + b"p" * head_bytes
+        self.connections: list[socket.socket] = []
+        self.still_open: list[socket.socket] = []
+
+    def arrive(self, count: int, every: int = 50, meanwhile=lambda: None) -> None:
+        for i in range(count):
+            conn = socket.create_connection(("127.0.0.1", self.port))
+            conn.setblocking(False)
+            try:
+                conn.send(self.payload)  # what the kernel takes at once; the rest never comes
+            except BlockingIOError:
+                pass
+            self.connections.append(conn)
+            if i % every == 0:
+                meanwhile()
+        self.still_open = list(self.connections)
+
+    def wait_closed(self, limit: float, meanwhile=lambda: None, poll: float = 0.2) -> float:
+        began = time.monotonic()
+        while self.still_open and time.monotonic() - began < limit:
+            meanwhile()
+            self.still_open = [c for c in self.still_open if not _closed(c)]
+            time.sleep(poll)
+        return time.monotonic() - began
+
+    def close(self) -> None:
+        for conn in self.connections:
+            conn.close()
+
+    def __enter__(self) -> HeadCrowd:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _closed(conn: socket.socket) -> bool:
+    """Whether the other end closed ``conn`` (non-blocking: what it sent is read and dropped)."""
+    try:
+        return conn.recv(1 << 20) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
 def heads(cluster: LocalCluster, workdir: Path, count: int, log=print) -> dict:
     gateway = start_gateway(cluster, workdir, "--header-timeout", "30")
     path = "/api/v1/namespaces/default/configmaps"
@@ -60,38 +117,21 @@ def heads(cluster: LocalCluster, workdir: Path, count: int, log=print) -> dict:
         idle = _latencies(gateway.url, path, {}, 200)
         before = proc_rss_mib(gateway.pid)
         port = int(gateway.url.rsplit(":", 1)[1])
-        payload = b"GET / HTTP/1.1\r\nX-Pad: " + b"p" * 1_000_000
-        crowd, peak, during = [], before, []
-        for i in range(count):
-            conn = socket.create_connection(("127.0.0.1", port))
-            conn.setblocking(False)
-            try:
-                conn.send(payload)
-            except BlockingIOError:
-                pass
-            crowd.append(conn)
-            if i % 50 == 0:
-                peak = max(peak, proc_rss_mib(gateway.pid))
-                during += _latencies(gateway.url, path, {}, 5)
-        held = _latencies(gateway.url, path, {}, 200)  # the crowd arrived, and is held
-        began = time.monotonic()
+        peak, during = before, []
 
-        def closed(conn: socket.socket) -> bool:
-            try:
-                return conn.recv(1 << 20) == b""
-            except BlockingIOError:
-                return False
-            except OSError:
-                return True
-
-        open_ = crowd
-        while open_ and time.monotonic() - began < 120:
+        def sample() -> None:
+            nonlocal peak
             peak = max(peak, proc_rss_mib(gateway.pid))
-            open_ = [c for c in open_ if not closed(c)]
-            time.sleep(0.2)
-        all_closed = time.monotonic() - began
-        for conn in crowd:
-            conn.close()
+
+        def arriving() -> None:
+            sample()
+            during.extend(_latencies(gateway.url, path, {}, 5))
+
+        with HeadCrowd(port) as crowd:
+            crowd.arrive(count, every=50, meanwhile=arriving)
+            held = _latencies(gateway.url, path, {}, 200)  # the crowd arrived, and is held
+            all_closed = crowd.wait_closed(120, meanwhile=sample)
+            open_ = crowd.still_open
         time.sleep(3)
         after = proc_rss_mib(gateway.pid)
     finally:

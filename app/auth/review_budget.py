@@ -35,13 +35,9 @@ class ReviewBudget:
     def __init__(self, rate: float = 10.0, burst: int = 20, in_flight: int = 8,
                  waiting: int = 64, max_clients: int = 10_000,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate = rate
-        self.burst = burst
         self.in_flight = in_flight
         self.waiting = waiting
-        self.max_clients = max_clients
-        self._clock = clock
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # client -> (tokens, at)
+        self.clients = Buckets(rate, float(burst), max_keys=max_clients, clock=clock)
         self._limiter: anyio.CapacityLimiter | None = None
         self._queued = 0
         self.refused = 0  # reviews refused with 429, for the figures
@@ -59,29 +55,19 @@ class ReviewBudget:
         Raises:
             StatusError: 429 when the client's bucket is empty or the line is full.
         """
-        now = self._clock()
-        tokens, at = self._buckets.pop(client, (float(self.burst), now))
-        tokens = min(float(self.burst), tokens + (now - at) * self.rate)
-        if tokens < 1.0:
-            self._keep(client, tokens, now)
+        if self.clients.available(client) < 1.0:
             self.refused += 1
             raise _too_many(f"too many new credentials from {client or 'this client'}: at most "
-                            f"{self.rate:g} token reviews a second are made for one address")
+                            f"{self.clients.rate:g} token reviews a second are made for one address")
         if self._queued >= self.in_flight + self.waiting:
-            self._keep(client, tokens, now)
             self.refused += 1
             raise _too_many("too many token reviews are waiting for the API server")
-        self._keep(client, tokens - 1.0, now)
+        self.clients.spend(client, 1.0)
         self._queued += 1
 
     def done(self) -> None:
         """Give back the place in line ``admit`` took."""
         self._queued -= 1
-
-    def _keep(self, client: str, tokens: float, now: float) -> None:
-        self._buckets[client] = (tokens, now)
-        while len(self._buckets) > self.max_clients:
-            self._buckets.popitem(last=False)
 
 
 def _too_many(message: str) -> StatusError:
@@ -104,8 +90,13 @@ class Buckets:
         self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
 
     def available(self, key: str) -> float:
+        """Tokens ``key`` has now (a key never seen has a full bucket)."""
         tokens, at = self._buckets.get(key, (self.burst, self._clock()))
         return min(self.burst, tokens + (self._clock() - at) * self.rate)
+
+    def __len__(self) -> int:
+        """Keys remembered (at most ``max_keys``: the least recently spent go first)."""
+        return len(self._buckets)
 
     def spend(self, key: str, count: float) -> None:
         """Take ``count`` tokens from ``key``'s bucket (callers check ``available`` first)."""

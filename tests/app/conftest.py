@@ -100,16 +100,17 @@ class RunningGateway:
 
 
 @contextlib.contextmanager
-def run_gateway(cluster, server=None, user=None, reviewer=None,
-                **overrides) -> Iterator[RunningGateway]:
+def run_gateway(cluster, server=None, user=None, reviewer=None, discovery=None,
+                lister_watcher=None, **overrides) -> Iterator[RunningGateway]:
     """A gateway over ``cluster``: a ``FakeCluster``, or a ``LocalCluster``'s ``server``
     (default: its primary apiserver) as ``user`` (default: admin); ``reviewer`` answers
-    token and access reviews (default: the API server)."""
+    token and access reviews (default: the API server). Over a fake, ``discovery`` and
+    ``lister_watcher`` replace the fake's own (to count, refuse or hold what it is asked)."""
     settings = replace(Settings(port=free_port(), bookmark_interval=1.0, heartbeat_interval=1.0,
                                 sync_timeout=20.0), **overrides)
     if isinstance(cluster, FakeCluster):
-        factory = build_factory(settings, lister_watcher_func=cluster.lister_watcher,
-                                discovery=cluster.discovery())
+        factory = build_factory(settings, lister_watcher_func=lister_watcher or cluster.lister_watcher,
+                                discovery=discovery or cluster.discovery())
         running = RunningGateway(settings, factory=factory, reviewer=reviewer).start()
         client = None
     else:

@@ -47,7 +47,7 @@ def test_the_addresses_remembered_are_bounded():
     for i in range(1000):
         budget.admit(f"10.0.{i // 256}.{i % 256}")
         budget.done()
-    assert len(budget._buckets) == 100
+    assert len(budget.clients) == 100
 
 
 def test_buckets_take_a_whole_set_or_nothing_and_refill_at_their_rate():

@@ -8,11 +8,8 @@ import time
 
 import httpx
 
-from app.main import build_factory
-from app.settings import Settings
-from control_plane.cluster import free_port
 from control_plane.fake import FakeCluster
-from tests.app.conftest import RunningGateway
+from tests.app.conftest import run_gateway
 
 
 class _Clock:
@@ -35,11 +32,8 @@ def test_a_crowd_on_stale_discovery_shares_one_refresh():
     clock = _Clock()
     discovery = fake.discovery(clock=clock)
     discovery._fetch = counting_fetch  # the one way it reads the server, counted
-    settings = Settings(port=free_port())
-    gateway = RunningGateway(settings, factory=build_factory(
-        settings, discovery=discovery, lister_watcher_func=fake.lister_watcher)).start()
-    try:
-        url = f"http://127.0.0.1:{settings.port}"
+    with run_gateway(fake, discovery=discovery) as gateway:
+        url = gateway.url
         assert httpx.get(f"{url}/apis").status_code == 200
         fetched.clear()
         discovery.refresh()
@@ -54,7 +48,5 @@ def test_a_crowd_on_stale_discovery_shares_one_refresh():
 
         fetched.clear()
         assert asyncio.run(crowd()) == [200] * 200
-        # one refresh (and perhaps the heartbeat's /version); each request its own: 1,200
+        # one refresh (and perhaps the heartbeat's /api); each request its own: 1,200
         assert len(fetched) <= one_refresh + 1, f"{len(fetched)} GETs; one refresh is {one_refresh}"
-    finally:
-        gateway.stop()

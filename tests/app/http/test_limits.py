@@ -15,6 +15,7 @@ import zlib
 import httpx
 import pytest
 
+from bench.hostile import HeadCrowd
 from control_plane.fake import FakeCluster
 from tests.app.conftest import run_gateway
 from tests.app.readers import LineReader, sse_events
@@ -141,6 +142,7 @@ def test_connections_past_the_limit_are_refused_at_once(cluster):
 _GATEWAY_PROCESS = """
 import sys
 sys.path.insert(0, sys.argv[1])
+from bench.hostile import HeadCrowd
 from control_plane.fake import FakeCluster
 from tests.app.conftest import run_gateway
 cluster = FakeCluster()
@@ -173,46 +175,28 @@ def test_a_crowd_of_unfinished_megabyte_heads_costs_little_and_is_closed_in_time
     try:
         url = child.stdout.readline().strip()
         port = int(url.rsplit(":", 1)[1])
-        with httpx.Client(base_url=url) as client:
+        with httpx.Client(base_url=url) as client, HeadCrowd(port) as crowd:
             idle = [_timed(client) for _ in range(30)]
             before = _rss(child.pid)
-            payload = b"GET / HTTP/1.1\r\nX-Pad: " + b"p" * 1_000_000
-            crowd, during, peak = [], [], 0
-            for i in range(600):
-                conn = socket.create_connection(("127.0.0.1", port))
-                conn.setblocking(False)
-                try:
-                    conn.send(payload)
-                except BlockingIOError:
-                    pass
-                crowd.append(conn)
-                if i % 20 == 0:
-                    during.append(_timed(client))
-                    peak = max(peak, _rss(child.pid))
-            began = time.monotonic()
+            during, peak = [], 0
 
-            def closed(conn: socket.socket) -> bool:
-                try:
-                    return conn.recv(65536) == b""
-                except BlockingIOError:
-                    return False
-                except OSError:
-                    return True
-
-            open_ = list(crowd)
-            while open_ and time.monotonic() - began < 20:
+            def sample() -> None:
+                nonlocal peak
                 peak = max(peak, _rss(child.pid))
-                open_ = [c for c in open_ if not closed(c)]
-                time.sleep(0.1)
-            for conn in crowd:
-                conn.close()
+
+            def arriving() -> None:
+                during.append(_timed(client))
+                sample()
+
+            crowd.arrive(600, every=20, meanwhile=arriving)
+            took = crowd.wait_closed(20, meanwhile=sample, poll=0.1)
     finally:
         child.stdin.close()
         child.wait(30)
         child.stdout.close()
     grown = peak - before
     assert grown < 150 * 2**20, f"+{grown / 2**20:.0f} MiB at the peak"
-    assert not open_, f"{len(open_)} of 600 still open {time.monotonic() - began:.0f} s on"
+    assert not crowd.still_open, f"{len(crowd.still_open)} of 600 still open {took:.0f} s on"
     assert statistics.median(during) < max(10 * statistics.median(idle), 0.05), (idle, during)
 
 

@@ -6,11 +6,8 @@ import threading
 
 import httpx
 
-from app.main import build_factory
-from app.settings import Settings
-from control_plane.cluster import free_port
 from control_plane.fake import FakeCluster
-from tests.app.conftest import RunningGateway
+from tests.app.conftest import run_gateway
 from tests.helpers import wait_until
 
 
@@ -33,13 +30,9 @@ def test_not_ready_until_the_prewarmed_caches_have_synced_then_ready_for_good():
     fake.request("POST", "/api/v1/namespaces", {"metadata": {"name": "a"}})
     fake.request("POST", "/api/v1/namespaces/a/configmaps", {"metadata": {"name": "c"}})
     gate = threading.Event()
-    settings = Settings(port=free_port(), prewarm=("configmaps",))
-    factory = build_factory(settings, discovery=fake.discovery(),
-                            lister_watcher_func=lambda r, ns=None: _HeldLists(
-                                fake.lister_watcher(r, ns), gate))
-    gateway = RunningGateway(settings, factory=factory).start()
-    try:
-        url = f"http://127.0.0.1:{settings.port}"
+    with run_gateway(fake, prewarm=("configmaps",), lister_watcher=lambda r, ns=None: _HeldLists(
+            fake.lister_watcher(r, ns), gate)) as gateway:
+        url = gateway.url
         waiting = httpx.get(f"{url}/readyz")
         assert waiting.status_code == 503
         assert waiting.text == "not ready: the pre-warmed caches have not synced yet\n"
@@ -61,9 +54,6 @@ def test_not_ready_until_the_prewarmed_caches_have_synced_then_ready_for_good():
         gateway.gateway.default.factory.stop_informer(
             next(iter(gateway.gateway.default.factory.informers())), "idle")
         assert httpx.get(f"{url}/readyz").status_code == 200, "synced once: ready for good"
-    finally:
-        gate.set()
-        gateway.stop()
 
 
 def test_credentials_the_api_server_refuses_make_the_cluster_not_ready_saying_why():
@@ -81,11 +71,8 @@ def test_credentials_the_api_server_refuses_make_the_cluster_not_ready_saying_wh
         return fake.fetch(path, timeout)
 
     discovery._fetch = fetch
-    settings = Settings(port=free_port())
-    gateway = RunningGateway(settings, factory=build_factory(
-        settings, discovery=discovery, lister_watcher_func=fake.lister_watcher)).start()
-    try:
-        url = f"http://127.0.0.1:{settings.port}"
+    with run_gateway(fake, discovery=discovery) as gateway:
+        url = gateway.url
         assert httpx.get(f"{url}/readyz").status_code == 200
         refused.set()
         wait_until(lambda: httpx.get(f"{url}/readyz").status_code == 503, 3 * HEARTBEAT_EVERY,
@@ -96,5 +83,3 @@ def test_credentials_the_api_server_refuses_make_the_cluster_not_ready_saying_wh
         refused.clear()
         wait_until(lambda: httpx.get(f"{url}/readyz").status_code == 200, 3 * HEARTBEAT_EVERY,
                    message="ready again once they work")
-    finally:
-        gateway.stop()

@@ -7,15 +7,21 @@ from app.version import USER_AGENT
 from informer_core.rest import RawClient
 
 
-def test_every_request_to_the_api_server_names_the_gateway_and_its_version(tmp_path):
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text("""apiVersion: v1
+def _kubeconfig(tmp_path, user: str, context: str = "x"):
+    """A kubeconfig for an API server whose certificate is not verified, ``user`` its user."""
+    path = tmp_path / "kubeconfig"
+    path.write_text(f"""apiVersion: v1
 kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: secret}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
+clusters: [{{name: c, cluster: {{server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}}}]
+users: [{{name: u, user: {user}}}]
+contexts: [{{name: {context}, context: {{cluster: c, user: u}}}}]
+current-context: {context}
 """)
+    return path
+
+
+def test_every_request_to_the_api_server_names_the_gateway_and_its_version(tmp_path):
+    kubeconfig = _kubeconfig(tmp_path, "{token: secret}")
     client = api_client_for(str(kubeconfig), "")
     try:
         headers = RawClient(client).headers()  # lists, watches, discovery and reviews alike
@@ -30,14 +36,7 @@ def test_an_unverified_api_server_is_said_once_at_start_not_on_every_connection(
 
     import urllib3
 
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text("""apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: secret}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-""")
+    kubeconfig = _kubeconfig(tmp_path, "{token: secret}")
     with caplog.at_level("WARNING", logger="kube-cache-gateway"):
         client = api_client_for(str(kubeconfig), "")
     client.close()
@@ -51,15 +50,8 @@ current-context: x
 
 
 def _exec_kubeconfig(tmp_path, command: str) -> str:
-    path = tmp_path / "kubeconfig"
-    path.write_text(f"""apiVersion: v1
-kind: Config
-clusters: [{{name: c, cluster: {{server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}}}]
-users: [{{name: u, user: {{exec: {{apiVersion: client.authentication.k8s.io/v1beta1, command: {command}}}}}}}]
-contexts: [{{name: prod, context: {{cluster: c, user: u}}}}]
-current-context: prod
-""")
-    return str(path)
+    return str(_kubeconfig(tmp_path, "{exec: {apiVersion: client.authentication.k8s.io/v1beta1, "
+                                     f"command: {command}}}}}", context="prod"))
 
 
 def _plugin(tmp_path, body: str) -> str:
