@@ -1,32 +1,51 @@
 """Everything one gateway process holds: its clusters by name, and what they share.
 
 A ``Gateway`` lives as long as the application's lifespan (``app.main``) and is
-``app.state.gateway``. It holds the clusters it serves (``app.clusters.cluster``;
-one today, ``default``, served at the plain paths) and what is the process's
-rather than any cluster's: the resource policy, the authenticator (identity is
-established once, in the identity cluster), the stream limiter, the metrics, and,
-when it is one of several workers, its channel to its siblings (``app.process.peers``).
+``app.state.gateway``. It holds the clusters it serves (``app.clusters.cluster``:
+one, ``default``, unless a clusters file names several; the default one is also
+served at the plain paths) and what is the process's rather than any cluster's:
+the resource policy, the authenticator (identity is established once, in the
+identity cluster), the stream limiter, the metrics, and, when it is one of several
+workers, its channel to its siblings (``app.process.peers``).
+
+Clusters come and go while it serves (``apply``: the clusters file changed, a
+cluster Secret did): a cluster added is connected on a thread and started; one
+removed has its streams ended with a 404 naming it, then its informers stopped. A
+configured cluster that cannot be connected (its credentials cannot be had) is kept
+as ``unavailable`` with the reason: listed, not ready, 503 on its paths.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import generate_latest
 
 from app.auth.authentication import Authenticator, TokenReviewAuthenticator
+from app.auth.identity import credentials_from_scope
 from app.auth.policy import ResourcePolicy
+from app.bridge import run_blocking
 from app.clusters.cluster import Cluster
+from app.clusters.config import ClusterSpec, default_of
+from app.http.context import context_of
 from app.http.limits import StreamLimiter
 from app.http.metrics import Metrics
+from app.kube.status import StatusError, not_found
 from app.process.peers import Peers, merge_expositions
 from app.query.budget import MIN_LIMIT, QueryMemory
 from app.settings import Settings
 from informer_core.discovery import GroupVersionResource
 
-__all__ = ["Gateway"]
+__all__ = ["Connector", "Gateway"]
+
+log = logging.getLogger("kube-cache-gateway")
+
+# (spec, whether it is the default) -> a Cluster, not started; blocking (run on a thread)
+Connector = Callable[[ClusterSpec, bool], Cluster]
 
 _SIZE_EVERY = 10.0  # seconds between two sizings of the queries' memory budget
 
@@ -40,31 +59,86 @@ class Gateway:
         self.query_memory = memory if memory is not None else QueryMemory()
         self.clusters: dict[str, Cluster] = {c.name: c for c in clusters}
         defaults = [c for c in self.clusters.values() if c.default]
-        if len(defaults) != 1:
+        if self.clusters and len(defaults) != 1:
             raise ValueError(f"a gateway serves exactly one default cluster, not {len(defaults)}")
-        self.default = defaults[0]
+        self.default_name = defaults[0].name if defaults else ""  # else set by ``apply``
+        # configured clusters that could not be connected: why (listed, 503 on their paths)
+        self.unavailable: dict[str, str] = {}
+        self.specs: dict[str, ClusterSpec] = {}  # how each cluster of a configuration connects
+        # clusters from a configuration (a file, Secrets): answers name their cluster
+        self.several = bool(settings.clusters or settings.cluster_secrets)
         self.worker = worker  # app.process.supervisor.WorkerInfo when one of several processes
         self.policy = ResourcePolicy(settings.allow, settings.deny)
         self.authenticator = self._authenticator()
-        for cluster in self.clusters.values():
-            cluster.authorize_with(self.policy, self.authenticator)
         self.peers: Peers | None = None
         if worker is not None:
             self.peers = Peers(worker.index, worker.count, worker.peer_dir,
                                {"metrics": self._own_metrics, "load": self._load_for_sibling})
-            for cluster in self.clusters.values():
-                cluster.caches.announce = (
-                    lambda gvr, name=cluster.name: self._announce_load(name, gvr))
+        for cluster in self.clusters.values():
+            self._join(cluster)
+        self._applying = asyncio.Lock()
         self.limiter = StreamLimiter(settings.max_streams, settings.max_streams_per_client)
         self.metrics = Metrics(lambda: self.clusters)
         self.closing = asyncio.Event()
         self.loop: asyncio.AbstractEventLoop | None = None
         self._sizing: asyncio.Task | None = None
 
+    @property
+    def default(self) -> Cluster | None:
+        """The cluster served at the plain paths (``None`` while it cannot be connected)."""
+        return self.clusters.get(self.default_name)
+
+    def cluster(self, name: str) -> Cluster:
+        """The cluster ``name``, for a request under ``/clusters/NAME/``.
+
+        Raises:
+            StatusError: 404 for a cluster not configured, 503 for one that could not
+                be connected (with why).
+        """
+        found = self.clusters.get(name)
+        if found is not None:
+            return found
+        if not name:
+            raise StatusError(503, "no cluster is configured yet", "ServiceUnavailable",
+                              headers={"Retry-After": "10"})
+        if name in self.unavailable:
+            raise StatusError(503, f"cluster {name!r} cannot be reached: {self.unavailable[name]}",
+                              "ServiceUnavailable", headers={"Retry-After": "10"})
+        raise not_found(f"cluster {name!r} is not served by this gateway", resource="clusters",
+                        name=name)
+
+    async def authenticate(self, scope: dict) -> None:
+        """Who asks (kept in the request's context), for a path no cluster answers
+        (``/clusters``, an unknown cluster): 401 first, as everywhere.
+
+        Raises:
+            StatusError: 401; 503 while the identity cluster cannot be reached.
+        """
+        if self.authenticator is None:
+            raise StatusError(503, f"callers cannot be authenticated: the identity cluster "
+                                   f"{self._identity_name()!r} is not connected",
+                              "ServiceUnavailable", headers={"Retry-After": "10"})
+        context = context_of(scope)
+        if context.identity is None:
+            if context.credentials is None:
+                context.credentials = credentials_from_scope(scope)
+            context.identity = (self.authenticator.cached_identity(context.credentials)
+                                or await self.authenticator.authenticate(context.credentials))
+
+    def _join(self, cluster: Cluster) -> None:
+        """What every cluster gets from the gateway: the policy, identity, its siblings' word."""
+        cluster.authorize_with(self.policy, self.authenticator)
+        if self.peers is not None:
+            cluster.caches.announce = lambda gvr, name=cluster.name: self._announce_load(name, gvr)
+
+    def _identity_name(self) -> str:
+        return self.settings.authn_cluster or self.default_name
+
     def _authenticator(self) -> Authenticator | None:
-        """With ``--authz kubernetes``: tokens reviewed by the identity cluster (the default)."""
-        identity = self.default
-        if identity.reviewer is None or identity.access is None:
+        """With ``--authz kubernetes``: tokens reviewed by the identity cluster
+        (``--authn-cluster``, default the default cluster)."""
+        identity = self.clusters.get(self._identity_name())
+        if identity is None or identity.reviewer is None or identity.access is None:
             return None
         settings = self.settings
         return TokenReviewAuthenticator(
@@ -80,6 +154,65 @@ class Gateway:
             await cluster.start()
         if not self.settings.query_memory_bytes:
             self._sizing = asyncio.create_task(self._size_query_memory())
+
+    async def apply(self, specs: list[ClusterSpec], connect: Connector) -> None:
+        """Serve the clusters ``specs`` name, and only those (one change at a time).
+
+        A cluster whose spec is unchanged keeps its caches and streams (being made the
+        default or not changes no connection); one removed or changed has its streams ended
+        with a 404 naming it and its informers stopped; one added or changed is connected
+        (``connect``, on a thread) and started. One that cannot be connected is kept
+        in ``unavailable`` with the reason, and logged.
+        """
+        async with self._applying:
+            wanted = {s.name: dataclasses.replace(s, default=False) for s in specs}
+            self.default_name = default_of(specs).name if specs else ""
+            for name in list(self.clusters):
+                if self.specs.get(name, wanted.get(name)) != wanted.get(name) or name not in wanted:
+                    await self.remove(name)
+            for name in list(self.unavailable):
+                if name not in wanted:
+                    del self.unavailable[name]
+            for name, spec in wanted.items():
+                if name in self.clusters:
+                    self.clusters[name].default = name == self.default_name
+                    self.specs[name] = spec
+                    continue
+                try:
+                    cluster = await run_blocking(connect, spec, name == self.default_name)
+                except Exception as exc:  # noqa: BLE001 - any way of failing is said, not raised
+                    self.unavailable[name] = str(exc) or type(exc).__name__
+                    log.error("cluster %s (%s) cannot be served: %s", name, spec.source or name,
+                              self.unavailable[name])
+                    continue
+                self.unavailable.pop(name, None)
+                self.specs[name] = spec
+                await self.add(cluster)
+            if self.settings.authz == "kubernetes":
+                identity = self.clusters.get(self._identity_name())
+                if identity is not None and (self.authenticator is None or
+                                             self.authenticator.reviewer is not identity.reviewer):
+                    self.authenticator = self._authenticator()
+                    for cluster in self.clusters.values():
+                        cluster.authorize_with(self.policy, self.authenticator)
+
+    async def add(self, cluster: Cluster) -> None:
+        """Start serving ``cluster`` (under its name; at the plain paths if it is the default)."""
+        self._join(cluster)
+        self.clusters[cluster.name] = cluster
+        if self.loop is not None:
+            await cluster.start()
+        log.info("serving cluster %s", cluster.name)
+
+    async def remove(self, name: str) -> None:
+        """Stop serving cluster ``name``: its streams end with a 404 naming it."""
+        cluster = self.clusters.pop(name, None)
+        self.specs.pop(name, None)
+        if cluster is None:
+            return
+        log.info("no longer serving cluster %s", name)
+        await cluster.stop(not_found(f"cluster {name!r} is no longer served by this gateway",
+                                     resource="clusters", name=name))
 
     async def _size_query_memory(self) -> None:
         """Keep the queries' budget at twice the bytes of the objects cached (at least
@@ -119,7 +252,7 @@ class Gateway:
     def begin_shutdown(self) -> None:
         """End every open stream now (on the loop), before the server waits for connections."""
         self.closing.set()
-        for cluster in self.clusters.values():
+        for cluster in list(self.clusters.values()):
             cluster.begin_shutdown()
 
     async def stop(self) -> None:
@@ -128,5 +261,5 @@ class Gateway:
         self.begin_shutdown()
         if self.peers is not None:
             await self.peers.close()
-        for cluster in self.clusters.values():
+        for cluster in list(self.clusters.values()):
             await cluster.stop()

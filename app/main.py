@@ -20,16 +20,22 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from app.auth.reviews import Reviewer
-from app.clusters.cluster import DEFAULT_CLUSTER, Cluster
-from app.gateway import Gateway
-from app.http import discovery, ops, ui
+from app.clusters.cluster import DEFAULT_CLUSTER, Cluster, build_factory, strip_managed_fields
+from app.clusters.config import ClusterSpec
+from app.bridge import run_blocking
+from app.clusters.connect import connect as connect_cluster
+from app.clusters.connect import own_namespace
+from app.clusters.secrets import ClusterSecrets
+from app.clusters.sources import ClusterSet, ClustersFile
+from app.process.kubeconfig import api_client_for
+from app.gateway import Connector, Gateway
+from app.http import clusters, discovery, ops, ui
 from app.http.asgi import GatewayApp
 from app.http.resources import resource_endpoint
 from app.kube.status import StatusError, status_response
 from app.query.budget import MIN_LIMIT, QueryMemory
 from app.settings import Settings, is_loopback
 from informer_core.factory import SharedInformerFactory
-from informer_core.pages import metadata_transform
 
 __all__ = ["build_factory", "create_app", "strip_managed_fields"]
 
@@ -38,30 +44,9 @@ log = logging.getLogger(__name__)
 _ALL_METHODS = ["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"]
 
 
-@metadata_transform  # it touches only metadata: list pages need not be built as dicts
-def strip_managed_fields(obj: dict) -> dict:
-    """The default transform: drop ``metadata.managedFields`` (about 40% of an object)."""
-    meta = obj.get("metadata")
-    if isinstance(meta, dict):
-        meta.pop("managedFields", None)
-    return obj
-
-
-def build_factory(settings: Settings, api_client: Any = None, **seams: Any) -> SharedInformerFactory:
-    """A factory configured from settings (managedFields stripped unless kept).
-
-    ``seams`` are passed on (``lister_watcher_func``, ``discovery``): a gateway
-    over an in-memory cluster is built exactly as one over a real server.
-    """
-    return SharedInformerFactory(
-        api_client, default_resync=settings.resync_period,
-        namespace=settings.namespace or None, page_size=settings.page_size,
-        transform=None if settings.keep_managed_fields else strip_managed_fields, **seams)
-
-
 def create_app(settings: Settings | None = None, factory: SharedInformerFactory | None = None,
                api_client: Any = None, reviewer: Reviewer | None = None,
-               worker: Any = None) -> GatewayApp:
+               worker: Any = None, connector: Connector | None = None) -> GatewayApp:
     """Build the gateway application.
 
     Args:
@@ -71,28 +56,54 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
         reviewer: who answers token and access reviews with ``--authz
             kubernetes`` (default: the API server the factory reads from).
         worker: the ``app.process.supervisor.WorkerInfo`` of a worker process (one of several).
+        connector: with ``--clusters``, how a cluster of the file is connected
+            (default: ``app.clusters.connect.connect``; ``api_client``, when given, is the
+            default cluster's at start).
 
-    The gateway serves one cluster, ``default``, from ``factory``
-    (``app.clusters.cluster``; ``app.gateway`` holds it).
+    Without ``--clusters`` the gateway serves one cluster, ``default``, from ``factory``
+    (``app.clusters.cluster``; ``app.gateway`` holds it); with it, the file's clusters,
+    followed as the file changes (``app.clusters.sources``).
     """
     settings = settings or Settings()
-    factory = factory or build_factory(settings, api_client)
+    several = bool(settings.clusters or settings.cluster_secrets)
+    if not several:
+        factory = factory or build_factory(settings, api_client)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         memory = QueryMemory(settings.query_memory_bytes or MIN_LIMIT)  # one for the process
-        gateway = Gateway(settings, [Cluster(DEFAULT_CLUSTER, settings, factory, reviewer,
-                                             memory=memory)], worker, memory)
+        sources: list[Any] = []
+        if several:
+            gateway = Gateway(settings, [], worker, memory)
+            clusters = ClusterSet(gateway, _connector(settings, memory, connector, api_client,
+                                                      reviewer))
+            if settings.clusters:
+                sources.append(ClustersFile(settings.clusters, clusters.told_by(ClusterSet.FILE)))
+            if settings.cluster_secrets:
+                own = (api_client if not settings.clusters and api_client is not None else
+                       await run_blocking(api_client_for, settings.kubeconfig, settings.context,
+                                          settings.serviceaccount_dir))
+                sources.append(ClusterSecrets(own, own_namespace(settings),
+                                              clusters.told_by(ClusterSet.SECRETS)))
+        else:
+            gateway = Gateway(settings, [Cluster(DEFAULT_CLUSTER, settings, factory, reviewer,
+                                                 memory=memory)], worker, memory)
         app.state.gateway = gateway
+        app.state.clusters_source = sources[0] if sources else None
         await gateway.start()
+        for source in sources:
+            await source.start()
         try:
             yield
         finally:
+            for source in sources:
+                await source.stop()
             await gateway.stop()
 
     app = FastAPI(title="kube-cache-gateway", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None)
     app.include_router(ops.router)
+    app.include_router(clusters.router)
     app.include_router(discovery.router)
     app.include_router(ui.router)
     # Resource paths are answered before FastAPI (app.http.asgi); this catches the rest.
@@ -104,6 +115,22 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
                       local_only=settings.authz == "none" and is_loopback(settings.host),
                       access_log=settings.access_log, authenticates=settings.authz == "kubernetes",
                       worker=worker.index if worker is not None else None)
+
+
+def _connector(settings: Settings, memory: QueryMemory, connector: Connector | None,
+               api_client: Any, reviewer: Reviewer | None) -> Connector:
+    """How the gateway connects a cluster of the file: ``connector``, else by its kubeconfig;
+    the default cluster's first connection reuses ``api_client`` (serve loaded it already, to
+    end at once, with exit code 2, when its credentials cannot be had)."""
+    if connector is not None:
+        return connector
+    given = [api_client]
+
+    def connect(spec: ClusterSpec, default: bool) -> Cluster:
+        client = given.pop() if default and given and given[0] is not None else None
+        return connect_cluster(spec, settings, memory, default, client, reviewer)
+
+    return connect
 
 
 async def _status_error(request: Any, exc: StatusError) -> Response:

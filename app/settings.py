@@ -52,10 +52,12 @@ def _split(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
 class Settings:
     """Everything that shapes one gateway process."""
 
-    # Where the cluster is.
+    # Where the clusters are.
     kubeconfig: str = ""
     context: str = ""
     serviceaccount_dir: str = "/var/run/secrets/kubernetes.io/serviceaccount"
+    clusters: str = ""
+    cluster_secrets: bool = False
     # Where we listen.
     host: str = "127.0.0.1"
     port: int = 8080
@@ -79,6 +81,7 @@ class Settings:
     allow_anonymous: bool = False
     authz: str = "none"
     authn_audiences: tuple[str, ...] = ()
+    authn_cluster: str = ""
     authn_cache_ttl: float = 120.0
     authz_cache_ttl: float = 300.0
     authz_deny_cache_ttl: float = 30.0
@@ -110,6 +113,12 @@ _HELP = {
     "context": "kubeconfig context to use (default: the current context)",
     "serviceaccount_dir": "in a pod (KUBERNETES_SERVICE_HOST set, no kubeconfig given): the "
                           "folder holding the ServiceAccount's token, ca.crt and namespace",
+    "clusters": "a YAML file naming the clusters to serve (name, kubeconfig, context, default, "
+                "userPrefix, groupPrefix), each at /clusters/NAME/...; re-read when it changes "
+                "and on SIGHUP (default: none: the one cluster of --kubeconfig and --context)",
+    "cluster_secrets": "in a pod, serve also the clusters of the Secrets in the gateway's "
+                       "namespace labelled kube-cache-gateway.io/cluster=true (Argo CD's "
+                       "cluster-secret shape), watched",
     "host": "address to listen on",
     "port": "port to listen on",
     "workers": "serving processes on the one address: a number, or auto (the CPUs the "
@@ -146,6 +155,9 @@ _HELP = {
              "by the cluster's RBAC - SubjectAccessReview - cached)",
     "authn_audiences": "audiences a caller's token must be meant for (TokenReview "
                        "spec.audiences), comma-separated (default: the API server's own)",
+    "authn_cluster": "with several clusters: the one whose API server reviews callers' tokens "
+                     "(TokenReview); every access is still authorized by the cluster that holds "
+                     "the data (default: the default cluster)",
     "authn_cache_ttl": "seconds a token's review is kept (never past the token's expiry)",
     "authz_cache_ttl": "seconds an allowed access is kept before it is reviewed again "
                        "(open streams are re-authorized then)",
@@ -240,13 +252,14 @@ def _reason(exc: Exception) -> str:
 
 # The flags in --help, grouped as an operator looks for them.
 _GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("where the cluster is", ("kubeconfig", "context", "serviceaccount_dir")),
+    ("where the clusters are", ("kubeconfig", "context", "serviceaccount_dir", "clusters",
+                                "cluster_secrets")),
     ("where and how it listens", ("host", "port", "workers", "tls_cert_file",
                                   "tls_private_key_file", "forwarded_allow_ips")),
     ("what is cached", ("namespace", "prewarm", "sync_timeout", "resync_period", "page_size",
                         "idle_unload", "keep_managed_fields", "query_memory_bytes")),
     ("who may read what", ("allow", "deny", "cors_origins", "allow_anonymous", "authz",
-                           "authn_audiences", "authn_cache_ttl", "authz_cache_ttl",
+                           "authn_audiences", "authn_cluster", "authn_cache_ttl", "authz_cache_ttl",
                            "authz_deny_cache_ttl", "authz_cache_size",
                            "namespace_partitioned_lists", "access_log")),
     ("streams", ("event_ring_size", "bookmark_interval", "heartbeat_interval", "subscriber_queue",
@@ -362,6 +375,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
                 f"served from there read everything this gateway's Kubernetes identity can, "
                 f"with its visitors' browsers: give --authz kubernetes (each caller authorized "
                 f"by the cluster's RBAC), or name only loopback origins (http://localhost:3000)")
+    if settings.cluster_secrets and "secrets" not in settings.deny:
+        raise ValueError("--cluster-secrets needs secrets denied (--deny secrets, the default): the "
+                         "cluster Secrets hold the gateway's credentials to its clusters, and must "
+                         "never be served")
     if settings.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ValueError("--log-level must be debug, info, warning or error")
     return settings

@@ -75,8 +75,13 @@ def test_package_exports_exactly(package, names):
 
 @pytest.mark.parametrize("module,names", [
     # the house's rooms: what ties the wings together, the cluster unit, the request's context
-    ("app.gateway", ["Gateway"]),
-    ("app.clusters.cluster", ["Cluster", "DEFAULT_CLUSTER"]),
+    ("app.gateway", ["Connector", "Gateway"]),
+    ("app.clusters.cluster", ["Cluster", "DEFAULT_CLUSTER", "build_factory",
+                              "strip_managed_fields"]),
+    ("app.clusters.config", ["ClusterSpec", "ClustersError", "check_name", "default_of",
+                             "parse_clusters", "read_clusters_file"]),
+    ("app.clusters.connect", ["api_client_of", "connect", "kubeconfig_of_secret",
+                              "load_default_client"]),
     ("app.http.context", ["RequestContext", "context_of"]),
     # authentication apart from authorization
     ("app.auth.authentication", ["Authenticator", "Identity", "TokenReviewAuthenticator",

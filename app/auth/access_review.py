@@ -10,7 +10,10 @@ Answers are kept in a ``DecisionCache`` with kube-apiserver's own webhook
 defaults: allowed accesses 5 minutes, denied ones 30 seconds. A kept answer costs a
 dictionary lookup (``cached_check``, no coroutine); a miss costs a round trip on a
 worker thread, shared with every concurrent identical question. One
-``AccessReviews`` per cluster: a decision of one cluster says nothing of another.
+``AccessReviews`` per cluster: a decision of one cluster says nothing of another,
+and each cluster may know the caller by prefixed names (``userPrefix``,
+``groupPrefix`` of the clusters file), as an API server configured with OIDC
+prefixes would.
 """
 
 from __future__ import annotations
@@ -78,8 +81,12 @@ class AccessReviews:
     """``SubjectAccessReview``s of one cluster, cached and single-flighted."""
 
     def __init__(self, reviewer: Reviewer, allow_ttl: float = 300.0, deny_ttl: float = 30.0,
-                 max_entries: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
+                 max_entries: int = 10_000, clock: Callable[[], float] = time.monotonic,
+                 user_prefix: str = "", group_prefix: str = "") -> None:
         self.reviewer = reviewer
+        # the cluster's names for the caller: prepended to the user and groups in its reviews
+        self.user_prefix = user_prefix
+        self.group_prefix = group_prefix
         self.allow_ttl = allow_ttl
         self.deny_ttl = deny_ttl
         self.accesses: DecisionCache[tuple[bool, str]] = DecisionCache(max_entries, clock)
@@ -96,7 +103,7 @@ class AccessReviews:
         self.accesses.hits += 1
         allowed, reason = found[1]
         if not allowed:
-            raise _denied(user.name, attrs, reason)
+            raise _denied(self.user_prefix + user.name, attrs, reason)
         return found[0]
 
     async def check(self, user: UserInfo, attrs: Attributes) -> float:
@@ -108,7 +115,7 @@ class AccessReviews:
         expires, (allowed, reason), _ = await self.accesses.get(
             (user, attrs), lambda: self._review_access(user, attrs))
         if not allowed:
-            raise _denied(user.name, attrs, reason)
+            raise _denied(self.user_prefix + user.name, attrs, reason)
         return expires
 
     async def allowed(self, user: UserInfo, attrs: Attributes) -> bool:
@@ -118,7 +125,8 @@ class AccessReviews:
         return allowed
 
     async def _review_access(self, user: UserInfo, attrs: Attributes) -> tuple[tuple[bool, str], float]:
-        spec: dict[str, Any] = {**attrs.review_spec(), **user.review_spec()}
+        spec: dict[str, Any] = {**attrs.review_spec(),
+                                **user.review_spec(self.user_prefix, self.group_prefix)}
         status = await run_blocking(self.reviewer.review_access, spec)
         allowed = bool(status.get("allowed")) and not status.get("denied")
         reason = str(status.get("reason") or "") if not allowed else ""

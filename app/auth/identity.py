@@ -53,9 +53,15 @@ class UserInfo(NamedTuple):
                    tuple(sorted((str(k), tuple(str(v) for v in vs or ()))
                                 for k, vs in extra.items())))
 
-    def review_spec(self) -> dict:
-        """The user part of a ``SubjectAccessReview`` spec."""
-        spec: dict = {"user": self.name, "groups": list(self.groups)}
+    def review_spec(self, user_prefix: str = "", group_prefix: str = "") -> dict:
+        """The user part of a ``SubjectAccessReview`` spec, the cluster's prefixes applied.
+
+        ``system:authenticated`` and ``system:unauthenticated`` are not prefixed: every
+        API server gives them by itself to whoever it has (not) authenticated, so their
+        bindings (discovery, ``system:basic-user``) hold in every cluster.
+        """
+        spec: dict = {"user": user_prefix + self.name, "groups": [
+            g if not group_prefix or g in _EVERYONE else group_prefix + g for g in self.groups]}
         if self.uid:
             spec["uid"] = self.uid
         if self.extra:
@@ -63,6 +69,7 @@ class UserInfo(NamedTuple):
         return spec
 
 
+_EVERYONE = frozenset({_AUTHENTICATED, _UNAUTHENTICATED})
 ANONYMOUS = UserInfo(_ANONYMOUS_NAME, groups=(_UNAUTHENTICATED,))
 
 

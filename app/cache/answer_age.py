@@ -46,11 +46,14 @@ def stale_since(stats: ReflectorStats | None, confirmed_at: float,
     return None
 
 
-def staleness_headers(resource: str, since: float, now: float | None = None) -> dict[str, str]:
-    """The ``Age`` and ``Warning`` headers of an answer from a cache current until ``since``."""
+def staleness_headers(resource: str, since: float, now: float | None = None,
+                      cluster: str = "") -> dict[str, str]:
+    """The ``Age`` and ``Warning`` headers of an answer from a cache current until ``since``
+    (the Warning names ``cluster`` when the gateway serves several)."""
     now = time.time() if now is None else now
     age = max(0, int(now - since))
     when = dt.datetime.fromtimestamp(since, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {"Age": str(age),
-            "Warning": f'299 - "kube-cache-gateway: the cache of {resource} has not followed the '
-                       f'API server since {when}; this answer may be {age} s old"'}
+            "Warning": f'299 - "{f"cluster {cluster}" if cluster else "kube-cache-gateway"}: the '
+                       f'cache of {resource} has not followed the API server since {when}; this '
+                       f'answer may be {age} s old"'}

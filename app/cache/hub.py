@@ -51,6 +51,7 @@ from typing import Any
 
 import orjson
 
+from app.kube.status import StatusError
 from app.query.projection import Projection
 from app.query.selection import Selection
 from informer_core.encoded import EncodedObject
@@ -177,7 +178,8 @@ class Subscriber:
         self.overflowed = False
         self.fell_behind = asyncio.Event()  # set with overflowed: the stall watch starts
         self.closed = False
-        self.why = ""  # why it was closed: "unloaded" or "gone"
+        self.why = ""  # why it was closed: "unloaded", "gone" (see error) or "shutdown"
+        self.error: StatusError | None = None  # the stream's last word, when it has one
         self.after_seq = 0  # events up to this one came with the first state or replay
         # resumed from a version this process had not reached: the changes up to it are the
         # client's already (see EventHub.ahead_of); 0 once the view has passed it
@@ -249,9 +251,11 @@ class Subscriber:
         self._queue.clear()
         return batch
 
-    def close(self, why: str = "unloaded") -> None:
+    def close(self, why: str = "unloaded", error: StatusError | None = None) -> None:
+        """End the stream: ``error`` is its last word (a resource or cluster that went away)."""
         self.closed = True
         self.why = why
+        self.error = error
         self._wakeup.set()
 
 
@@ -568,10 +572,11 @@ class EventHub:
         self.subscribers.discard(subscriber)
         self._catching_up.discard(subscriber)
 
-    def close_all(self, why: str = "unloaded") -> None:
-        """End every subscriber's stream: ``unloaded``, or ``gone`` (the resource was deleted)."""
+    def close_all(self, why: str = "unloaded", error: StatusError | None = None) -> None:
+        """End every subscriber's stream: ``unloaded``, or ``gone`` with ``error`` (the
+        resource went away from its API server, or its cluster from the gateway)."""
         if self._flush is not None:
             self._flush.cancel()
             self._flush = None
         for subscriber in list(self.subscribers):
-            subscriber.close(why)
+            subscriber.close(why, error)

@@ -86,6 +86,7 @@ class ClusterCache:
         self._reaper: asyncio.Task | None = None
         self._reachable: tuple[float, bool] = (0.0, False)
         self.confirmed_at = time.time()  # the API server last answered the heartbeat
+        self._confirmed_once = False  # whether it ever has
         self.credentials_problem: str | None = None  # the API server refuses our credentials
         self._heartbeat: asyncio.Task | None = None
         self._probing = False
@@ -134,8 +135,8 @@ class ClusterCache:
             entry = await self.load(resource, wait=None)
             entry.prewarmed = True
 
-    async def close(self) -> None:
-        """End every stream, stop every informer and join their threads."""
+    async def close(self, error: StatusError | None = None) -> None:
+        """End every stream (``error`` its last word), stop every informer and join their threads."""
         if self._reaper is not None:
             self._reaper.cancel()
         if self._heartbeat is not None:
@@ -145,7 +146,7 @@ class ClusterCache:
         for task in list(self._pending.values()):
             task.cancel()
         for entry in self._entries.values():
-            entry.hub.close_all()
+            entry.hub.close_all("gone" if error is not None else "unloaded", error)
         self._stop.set()
         await run_blocking(self.factory.shutdown)
 
@@ -356,7 +357,11 @@ class ClusterCache:
     def _drop(self, gvr: GroupVersionResource) -> None:
         entry = self._entries.pop(gvr, None)
         if entry is not None:
-            entry.hub.close_all("gone")
+            named = f"{gvr.resource}.{gvr.group}" if gvr.group else gvr.resource
+            entry.hub.close_all("gone", not_found(
+                f"the resource {named} went away from the API server (its "
+                f"CustomResourceDefinition or API service was deleted)",
+                resource=gvr.resource, group=gvr.group))
         loading = self._syncing.get(gvr)
         if loading is not None and not loading.done():
             loading.set_exception(not_found(
@@ -442,7 +447,12 @@ class ClusterCache:
         self._reachable = (time.monotonic(), ok)
         if ok:
             self.confirmed_at = time.time()
+            self._confirmed_once = True
         return ok
+
+    def ever_confirmed(self) -> bool:
+        """Whether the API server has answered a heartbeat since this cache began."""
+        return self._confirmed_once
 
     async def _beat(self) -> None:
         """The heartbeat: ask the API server every few seconds (see ``app.cache.answer_age``)."""

@@ -24,7 +24,10 @@ every request here but the open probes (``/healthz``, ``/livez``,
 
 Here too each request gets its ``RequestContext`` (``app.http.context``), with the
 cluster it reads resolved once: every part of the answer after this reaches the
-cluster's caches, discovery and decisions through it.
+cluster's caches, discovery and decisions through it. ``/clusters/NAME/PATH`` is
+``PATH`` of cluster ``NAME`` (any path: resources, discovery, ``/version``, the page):
+the prefix is taken off here, once, and kept in the context, so nothing after
+knows the difference; the plain paths are the default cluster's.
 
 Latency metrics, the access log and CORS (when configured) wrap both sides here, once; the hot
 path answers anything unexpected with a ``Status`` 500 (logged) instead of a
@@ -45,7 +48,7 @@ from app.http.access_log import AccessLog
 from app.http.context import RequestContext
 from app.http.resources import resource_endpoint
 from app.settings import is_loopback
-from app.kube.status import StatusError, status_bytes, status_response
+from app.kube.status import StatusError, not_found, status_bytes, status_response
 
 __all__ = ["GatewayApp", "cors_options", "is_resource_path", "route_label"]
 
@@ -57,6 +60,8 @@ _NOT_READY = status_bytes(503, "the gateway is starting", "ServiceUnavailable")
 
 
 _PROBES_AND_METRICS = frozenset({"/healthz", "/livez", "/readyz", "/metrics"})
+# the gateway's own paths: answered whichever cluster the request named, or none
+_GATEWAY_WIDE = _PROBES_AND_METRICS | {"/clusters"}
 _KEEP_SLASH = frozenset({"/ui"})  # the page at /ui/: its relative links need the slash
 
 
@@ -115,16 +120,24 @@ class GatewayApp:
             await self.api(scope, receive, send)  # the lifespan
             return
         path = scope["path"]
+        gateway = getattr(self.state, "gateway", None)
+        cluster, prefix = None, ""
+        if gateway is not None:
+            cluster = gateway.default
+            if path.startswith("/clusters/") and len(path) > 10:
+                name, slash, rest = path[10:].partition("/")
+                prefix, path = "/clusters/" + name, slash + rest or "/"
+                scope["path"] = path
+                cluster = gateway.clusters.get(name)  # None: answered in _dispatch
         if path[-1:] == "/" and len(path) > 1:
             path = scope["path"] = without_trailing_slashes(path)
         route = route_label(path)
-        gateway = getattr(self.state, "gateway", None)
         if gateway is None:  # before the lifespan made the gateway: nothing to time with
             scope["kcg"] = RequestContext(route)
             await self._entry(scope, receive, send)
             return
         # the request's cluster, resolved once, here: everything after reads it from the context
-        scope["kcg"] = RequestContext(route, gateway.default)
+        scope["kcg"] = RequestContext(route, cluster, prefix)
         started = time.perf_counter()
         latency = gateway.metrics.latency_for
         access_log = self.access_log
@@ -161,19 +174,29 @@ class GatewayApp:
                 return
         context = scope["kcg"]
         route = context.route
-        if self._authenticates and route not in _OPEN:
-            cluster = context.cluster
-            if cluster is not None:
-                authorization = cluster.authorization
-                try:
-                    if route == "resource":
-                        if authorization.identify(scope) is None:  # no kept review
-                            await authorization.authenticate(scope)
-                    else:
-                        await authorization.authorize_path(scope, scope["path"])
-                except StatusError as error:
-                    await status_response(error)(scope, receive, send)
-                    return
+        cluster = context.cluster
+        try:
+            if self._authenticates and route not in _OPEN:
+                if cluster is None or route == "/clusters":  # who asks, and no more
+                    await self.state.gateway.authenticate(scope)
+                elif route == "resource":
+                    authorization = cluster.authorization
+                    if authorization.identify(scope) is None:  # no kept review
+                        await authorization.authenticate(scope)
+                else:
+                    await cluster.authorization.authorize_path(scope, scope["path"])
+            if cluster is None and route not in _GATEWAY_WIDE:
+                # an unknown cluster (404), one that cannot be connected or a default
+                # cluster not connected yet (503)
+                named = context.prefix[10:]
+                if context.prefix and not named:
+                    raise not_found("a cluster name is missing from the path", resource="clusters")
+                self.state.gateway.cluster(named or self.state.gateway.default_name)
+                raise StatusError(503, "the cluster is being added; retry", "ServiceUnavailable",
+                                  headers={"Retry-After": "1"})  # it came meanwhile
+        except StatusError as error:
+            await status_response(error)(scope, receive, send)
+            return
         if route == "resource":
             await self._resource(scope, receive, send)
         else:
@@ -223,7 +246,8 @@ def route_label(path: str) -> str:
     """The ``route`` label of the latency histogram: a few fixed values, never the path itself."""
     if is_resource_path(path):
         return "resource"
-    if path in ("/healthz", "/readyz", "/livez", "/metrics", "/version", "/api", "/apis"):
+    if path in ("/healthz", "/readyz", "/livez", "/metrics", "/version", "/api", "/apis",
+                "/clusters"):
         return path
     if path.startswith(("/api/", "/apis/")):
         return "discovery"

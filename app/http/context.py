@@ -21,11 +21,12 @@ _KEY = "kcg"
 class RequestContext:
     """One request's notes; see the module docstring. Lives as long as its scope."""
 
-    __slots__ = ("route", "cluster", "credentials", "identity", "access", "denied")
+    __slots__ = ("route", "cluster", "prefix", "credentials", "identity", "access", "denied")
 
-    def __init__(self, route: str = "other", cluster: Any = None) -> None:
+    def __init__(self, route: str = "other", cluster: Any = None, prefix: str = "") -> None:
         self.route = route
         self.cluster = cluster  # app.clusters.cluster.Cluster: whose data the request reads
+        self.prefix = prefix  # "/clusters/NAME" when the request named its cluster, else ""
         self.credentials: Any = None  # app.auth.identity.Credentials, read once
         self.identity: Any = None  # app.auth.authentication.Identity, once authenticated
         self.access: Any = None  # app.auth.authorization.Access asked for

@@ -66,7 +66,11 @@ class _CacheCollector(Collector):
                 events.add_metric(name, stats.events)
                 if stats.last_event_time:
                     age.add_metric(name, max(0.0, now - stats.last_event_time))
-        yield from (objects, synced, relists, restarts, events, age, subscribers)
+        up = GaugeMetricFamily("kcg_cluster_up", "1 when the cluster's API server answered "
+                               "the last heartbeat", labels=["cluster"])
+        for cluster_name, cluster in list(self._clusters().items()):
+            up.add_metric((cluster_name,), 1.0 if cluster.caches.api_server_answers() else 0.0)
+        yield from (objects, synced, relists, restarts, events, age, subscribers, up)
         try:  # scraped on the loop (/metrics is async): its tasks, a leak's first sign
             tasks = len(asyncio.all_tasks())
         except RuntimeError:
@@ -75,7 +79,7 @@ class _CacheCollector(Collector):
 
 
     def _entries(self) -> Iterator[tuple[str, Any, Any]]:
-        for name, cluster in self._clusters().items():
+        for name, cluster in list(self._clusters().items()):
             for gvr, entry in cluster.caches.entries().items():
                 yield name, gvr, entry
 

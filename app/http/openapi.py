@@ -147,11 +147,33 @@ def _version() -> str:
         return "0.0.0"
 
 
+_CLUSTER_LIST = {
+    "type": "object", "required": ["apiVersion", "kind", "items"],
+    "properties": {"apiVersion": {"type": "string"}, "kind": {"const": "ClusterList"},
+                   "items": {"type": "array", "items": {
+                       "type": "object",
+                       "required": ["name", "default", "ready", "lastSyncedAt", "resourcesCached"],
+                       "properties": {"name": {"type": "string"}, "default": {"type": "boolean"},
+                                      "ready": {"type": "boolean"},
+                                      "lastSyncedAt": {"type": ["string", "null"]},
+                                      "resourcesCached": {"type": "integer", "minimum": 0},
+                                      "message": {"type": "string"}}}}},
+}
+
+
 def document() -> dict[str, Any]:
     """The OpenAPI 3.1 document of the gateway's HTTP interface."""
     group = _path("group", "an API group", "apps")
     version = _path("version", "an API version", "v1")
+    cluster = _path("cluster", "a cluster this gateway serves (GET /clusters)", "default")
+    several = "/clusters/{cluster}"
     paths: dict[str, Any] = {
+        "/clusters": _operation("the clusters this gateway serves", [], _CLUSTER_LIST),
+        f"{several}/api": _discovery("API versions of a cluster's legacy group", [cluster]),
+        f"{several}/apis": _discovery("a cluster's API groups", [cluster]),
+        f"{several}/version": _discovery("a cluster's API server version", [cluster]),
+        **_resource_paths(f"{several}/api/{{version}}", [cluster, version]),
+        **_resource_paths(f"{several}/apis/{{group}}/{{version}}", [cluster, group, version]),
         "/api": _discovery("API versions of the legacy group"),
         "/apis": _discovery("API groups"),
         "/api/{version}": _discovery("resources of the legacy group", [version]),

@@ -30,6 +30,10 @@ async def healthz() -> Response:
 async def readyz(request: Request) -> Response:
     """Ready once every pre-warmed cache has synced; then ready for as long as the process serves.
 
+    With several clusters, the default cluster and every cluster whose API server answers
+    count; one that does not (or cannot be connected) is listed as ``excluded``: a replica
+    must not leave its Service because one cluster of ten is away.
+
     A replica that is not ready leaves its Service. The moment the API server is
     away is exactly when the caches are the only thing left to read, so that must
     not take replicas out: as CoreDNS's kubernetes plugin, the gateway is ready after
@@ -40,18 +44,29 @@ async def readyz(request: Request) -> Response:
     """
     lines, ready = ["[+]ping ok"], True
     now = time.time()
-    for cluster in request.app.state.gateway.clusters.values():
+    gateway = request.app.state.gateway
+    for name, why in sorted(gateway.unavailable.items()):
+        counts = name == gateway.default_name
+        ready = ready and not counts
+        lines.append(f"[{'-' if counts else '+'}]cluster-{name}-connected "
+                     f"{'failed' if counts else 'excluded'}: {why}")
+    for cluster in list(gateway.clusters.values()):
         cache = cluster.caches
+        # one cluster that cannot be reached does not hold the others' replicas hostage:
+        # only the default cluster, and the clusters that answer, count
+        counts = cluster.name == gateway.default_name or cache.api_server_answers()
+        failed, excluded = ("failed", False) if counts else ("excluded", True)
         if cache.prewarm_ready():
             lines.append(f"[+]cluster-{cluster.name}-synced ok")
         else:
-            ready = False
-            lines.append(f"[-]cluster-{cluster.name}-synced failed: the pre-warmed caches have "
-                         f"not synced yet")
+            ready = ready and excluded
+            lines.append(f"[{'+' if excluded else '-'}]cluster-{cluster.name}-synced {failed}: "
+                         f"the pre-warmed caches have not synced yet")
         if cache.credentials_problem is not None:
-            ready = False
-            lines.append(f"[-]cluster-{cluster.name}-credentials failed: "
-                         f"{cache.credentials_problem}")
+            ready = ready and cluster.name != gateway.default_name
+            mark = "-" if cluster.name == gateway.default_name else "+"
+            lines.append(f"[{mark}]cluster-{cluster.name}-credentials "
+                         f"{'failed' if mark == '-' else 'excluded'}: {cache.credentials_problem}")
         behind = []
         if not cache.api_server_answers():
             behind.append("its API server does not answer the heartbeat")

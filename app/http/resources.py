@@ -120,7 +120,8 @@ async def resource_endpoint(request: Request) -> Response:
     since = caches.stale_since(entry)
     if since is not None:  # not following the API server: say how old this may be
         response.raw_headers.extend((k.lower().encode(), v.encode()) for k, v in
-                                    staleness_headers(resource.resource, since).items())
+                                    staleness_headers(resource.resource, since, cluster=(
+                                        cluster.name if gateway.several else "")).items())
     return response
 
 

@@ -15,6 +15,7 @@ from importlib.resources import files
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
+from app.http.context import context_of
 from app.kube.status import not_found
 
 __all__ = ["router"]
@@ -32,8 +33,9 @@ _POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src
 
 
 @router.get("/ui", include_in_schema=False)
-async def ui_root() -> Response:
-    return RedirectResponse("/ui/", status_code=301)
+async def ui_root(request: Request) -> Response:
+    # under /clusters/NAME/ too: the page's links are relative to where it is served
+    return RedirectResponse(context_of(request.scope).prefix + "/ui/", status_code=301)
 
 
 @router.get("/ui/", include_in_schema=False)

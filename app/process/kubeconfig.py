@@ -23,28 +23,34 @@ log = logging.getLogger("kube-cache-gateway")
 
 
 def api_client_for(kubeconfig: str, context: str,
-                   serviceaccount_dir: str = "/var/run/secrets/kubernetes.io/serviceaccount") -> Any:
+                   serviceaccount_dir: str = "/var/run/secrets/kubernetes.io/serviceaccount",
+                   config_dict: dict | None = None) -> Any:
     """An ``ApiClient`` from a kubeconfig (or the default one), else the in-cluster config.
 
     In a pod (``KUBERNETES_SERVICE_HOST`` set and no kubeconfig named) the
     ServiceAccount's token and CA come from ``serviceaccount_dir``; the token
     is re-read from its file as the kubelet rotates it (the client's refresh
-    hook, asked before every request).
+    hook, asked before every request). ``config_dict``: a kubeconfig already read
+    (a cluster of a Secret, ``app.clusters.connect``), instead of a file.
     """
     from kubernetes import client, config
     from kubernetes.config.incluster_config import InClusterConfigLoader
 
     configuration = client.Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG", "")
-    in_pod = os.environ.get("KUBERNETES_SERVICE_HOST") and not path
+    in_pod = os.environ.get("KUBERNETES_SERVICE_HOST") and not path and config_dict is None
     if in_pod:
         InClusterConfigLoader(token_filename=os.path.join(serviceaccount_dir, "token"),
                               cert_filename=os.path.join(serviceaccount_dir, "ca.crt"),
                               try_refresh_token=True).load_and_set(configuration)
     else:
         with _client_errors() as said:
-            config.load_kube_config(config_file=path or None, context=context or None,
-                                    client_configuration=configuration)
+            if config_dict is not None:
+                config.load_kube_config_from_dict(config_dict, context=context or None,
+                                                  client_configuration=configuration)
+            else:
+                config.load_kube_config(config_file=path or None, context=context or None,
+                                        client_configuration=configuration)
         if said and not _has_credentials(configuration):
             # The client only logs a failing exec plugin or token command and goes on with
             # no credentials: every request would then be answered 401. Say so now.

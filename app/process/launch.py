@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.process.kubeconfig import load_api_client
+from app.clusters.connect import load_default_client
 from app.process.server import run_server
 from app.process.supervisor import Supervisor
 
@@ -23,7 +23,7 @@ def serve(settings: Any, on_ready: Any = None) -> int:
     """
     if settings.workers > 1:
         return Supervisor(settings, settings.workers).run(on_ready)
-    api_client = load_api_client(settings)
+    api_client = load_default_client(settings)
     if api_client is None:
         return 2
     return run_server(settings, api_client, on_ready)

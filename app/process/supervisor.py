@@ -76,12 +76,15 @@ def _worker_main(settings: Any, sock: socket.socket, info: WorkerInfo, ready: An
     """A worker process: a whole gateway on the shared socket (runs after spawn); says so on
     ``ready`` (a pipe: no semaphore, so no resource-tracker process beside the workers)."""
     _die_with_parent()
-    from app.process.kubeconfig import load_api_client
+    # the supervisor passes SIGHUP on (read the clusters file again); until the gateway
+    # takes it, one that arrives must not end the worker
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    from app.clusters.connect import load_default_client
     from app.process.logs import configure_logging
     from app.process.server import run_server
 
     configure_logging(settings.log_level, settings.log_json, worker=info.index)
-    api_client = load_api_client(settings)
+    api_client = load_default_client(settings)
     if api_client is None:
         raise SystemExit(_CANNOT_CONFIGURE)
     code = run_server(settings, api_client, on_ready=lambda: ready.send(True), sockets=[sock],
@@ -140,6 +143,7 @@ class Supervisor:
         self._sock = listen(settings.host, settings.port)
         self._peer_dir = tempfile.mkdtemp(prefix="kcg-workers-")  # 0700: this user's alone
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, self._on_hangup)
         try:
             for slot in self._slots:
                 self._start(slot)
@@ -164,6 +168,16 @@ class Supervisor:
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self._stopping = True
+
+    def _on_hangup(self, signum: int, frame: Any) -> None:
+        """SIGHUP: every worker reads its configuration again (the clusters file)."""
+        for slot in self._slots:
+            process = slot.process
+            if process is not None and process.is_alive():
+                try:
+                    os.kill(process.pid, signal.SIGHUP)
+                except ProcessLookupError:
+                    pass
 
     def _start(self, slot: _Slot) -> None:
         info = WorkerInfo(slot.index, self.count, self._peer_dir)

@@ -54,7 +54,7 @@ from app.cache.resources import ResourceCache
 from app.cache.hub import Event, Subscriber
 from app.kube.request import Query
 from app.query.selection import Selection
-from app.kube.status import StatusError, not_found
+from app.kube.status import StatusError
 
 __all__ = ["RECHECK_AT_MOST_EVERY", "StreamBody", "StreamEncoder", "open_stream"]
 
@@ -152,11 +152,8 @@ async def open_stream(gateway: Any, cluster: Any, request: Request, grant: Grant
                 batch = await subscriber.next_batch(max(0.0, min(waits)) if waits else None)
                 for piece in _pieces(batch):
                     yield encoder.events(piece)
-                if subscriber.closed and subscriber.why == "gone":
-                    yield encoder.refused(not_found(
-                        f"the resource {_named(resource)} went away from the API server (its "
-                        f"CustomResourceDefinition or API service was deleted)",
-                        resource=resource.resource, group=resource.group))
+                if subscriber.closed and subscriber.error is not None:
+                    yield encoder.refused(subscriber.error)  # its resource or cluster went away
                     return
                 if subscriber.overflowed or subscriber.closed:
                     last = encoder.ended("behind" if subscriber.overflowed else "unloaded")
@@ -251,7 +248,3 @@ def _pieces(batch: list[tuple[Event, str]]) -> Iterator[list[tuple[Event, str]]]
             start, size = i + 1, 0
     if start < len(batch):
         yield batch[start:]
-
-
-def _named(resource: Any) -> str:
-    return f"{resource.resource}.{resource.group}" if resource.group else resource.resource

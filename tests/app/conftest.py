@@ -37,9 +37,11 @@ DEMO_NS = "demo-shop"
 class RunningGateway:
     """A gateway served by uvicorn in a background thread."""
 
-    def __init__(self, settings: Settings, api_client=None, factory=None, reviewer=None) -> None:
+    def __init__(self, settings: Settings, api_client=None, factory=None, reviewer=None,
+                 connector=None) -> None:
         self.settings = settings
-        self.app = create_app(settings, factory=factory, api_client=api_client, reviewer=reviewer)
+        self.app = create_app(settings, factory=factory, api_client=api_client, reviewer=reviewer,
+                              connector=connector)
         tls = settings.tls_cert_file
         # the configuration serve uses, quieter and quicker to stop
         config = uvicorn_config(self.app, settings, host="127.0.0.1", log_level="warning",
@@ -165,3 +167,38 @@ def gateway(backend, demo) -> Iterator[RunningGateway]:
 def http(gateway) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=gateway.url, timeout=30) as client:
         yield client
+
+
+def clusters_file(path, names, default: str = "", **extra: dict) -> str:
+    """Write a clusters file naming ``names`` (``extra[name]``: more keys of that cluster)."""
+    import yaml
+
+    entries = [{"name": n, **({"default": True} if n == default else {}), **extra.get(n, {})}
+               for n in names]
+    path.write_text(yaml.safe_dump({"clusters": entries}))
+    return str(path)
+
+
+@contextlib.contextmanager
+def run_fake_clusters(fakes: dict, path, default: str = "", reviewer=None,
+                      **overrides) -> Iterator[RunningGateway]:
+    """A gateway of several clusters, each a ``FakeCluster`` of ``fakes`` by name, configured
+    by a clusters file at ``path`` (the file may be rewritten while it runs; a name it gains
+    must be in ``fakes`` by then)."""
+    from app.clusters.connect import connect
+    from app.query.budget import QueryMemory
+
+    clusters_file(path, list(fakes), default)
+    settings = replace(Settings(port=free_port(), bookmark_interval=1.0, heartbeat_interval=1.0,
+                                sync_timeout=20.0, clusters=str(path)), **overrides)
+
+    def connector(spec, is_default):
+        fake = fakes[spec.name]
+        return connect(spec, settings, QueryMemory(), is_default, reviewer=reviewer,
+                       lister_watcher_func=fake.lister_watcher, discovery=fake.discovery())
+
+    running = RunningGateway(settings, connector=connector).start()
+    try:
+        yield running
+    finally:
+        running.stop()

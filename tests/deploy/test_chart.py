@@ -216,3 +216,42 @@ def test_each_variant_is_accepted_by_the_api_server(local_cluster, release_names
                       api_versions=("monitoring.coreos.com/v1",))
     out = dry_run(local_cluster, objs)
     assert out.count("(server dry run)") == len(objs), out
+
+
+def test_clusters_become_a_followed_file_and_secrets_a_role_in_the_release_namespace():
+    from app.clusters.config import parse_clusters
+
+    objs = objects_of(variant_values("clusters-values.yaml"))
+    (config,) = by_kind(objs, "ConfigMap")
+    specs = parse_clusters(config["data"]["clusters.yaml"], "configmap")
+    assert [(s.name, s.context, s.default) for s in specs] == [
+        ("home", "", True), ("prod", "arn:aws:eks:eu-west-1:123456789012:cluster/prod", False),
+        ("staging", "staging", False)]
+    assert specs[0].kubeconfig == "", "no context: the cluster it runs in"
+    assert specs[1].kubeconfig == "/etc/kube-cache-gateway/kubeconfig/kubeconfig"
+    assert (specs[1].user_prefix, specs[1].group_prefix) == ("oidc:", "oidc:")
+    (deployment,) = by_kind(objs, "Deployment")
+    env = {e["name"]: e.get("value") for e in
+           deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["KCG_CLUSTERS"] == "/etc/kube-cache-gateway/clusters/clusters.yaml"
+    assert (env["KCG_CLUSTER_SECRETS"], env["KCG_AUTHN_CLUSTER"]) == ("true", "home")
+    (role,) = by_kind(objs, "Role")
+    assert role["metadata"]["namespace"] == "kube-cache-gateway"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"],
+                              "verbs": ["get", "list", "watch"]}]
+    assert not by_kind(objects_of(), "Role"), "no Secret is readable by default"
+
+
+@pytest.mark.parametrize("values, says", [
+    ({"clusters": {"list": [{"name": "prod", "context": "prod"}]}}, "clusters.kubeconfigSecret"),
+    ({"clusters": {"fromSecrets": True}, "policy": {"deny": []}}, "secrets in policy.deny"),
+])
+def test_clusters_that_cannot_work_fail_the_render_saying_why(values, says):
+    with pytest.raises(helm_python.HelmError) as failed:
+        render.render_chart(values)
+    assert says in str(failed.value)
+
+
+def test_a_cluster_name_that_is_not_a_dns_label_fails_the_schema():
+    with pytest.raises(helm_python.HelmValuesError):
+        render.render_chart({"clusters": {"list": [{"name": "arn:aws:eks:x"}]}})

@@ -11,6 +11,9 @@ const page = {
   collection: "", query: null, summaryTimer: null, renderQueued: false,
 };
 window.kcg = page;  // for people poking at it in the console (and for the page's tests)
+// Served at /ui/ (the default cluster) or /clusters/NAME/ui/: every path the page asks is
+// under the same prefix, so the page reads the cluster it was opened for.
+const BASE = location.pathname.replace(/\/ui\/[^/]*$/, "");
 
 // -- paths: the same dotted syntax the gateway reads (`metadata.labels[app.kubernetes.io/name]`)
 function segments(path) {
@@ -46,10 +49,10 @@ async function discover() {
                   label: group ? `${r.name}.${group}` : r.name});
     }
   };
-  add("", "v1", await getJSON("/api/v1"));
-  const groups = (await getJSON("/apis")).groups;
+  add("", "v1", await getJSON(`${BASE}/api/v1`));
+  const groups = (await getJSON(`${BASE}/apis`)).groups;
   await Promise.all(groups.map(async (g) => {
-    try { add(g.name, g.preferredVersion.version, await getJSON(`/apis/${g.preferredVersion.groupVersion}`)); }
+    try { add(g.name, g.preferredVersion.version, await getJSON(`${BASE}/apis/${g.preferredVersion.groupVersion}`)); }
     catch (e) { /* a group that does not answer is left out */ }
   }));
   found.sort((a, b) => a.label.localeCompare(b.label));
@@ -93,7 +96,7 @@ function toLocation(query) {
 function collectionOf(query) {
   const [group, version, resource] = query.resource.split("/");
   const ns = query.namespace ? `namespaces/${encodeURIComponent(query.namespace)}/` : "";
-  return `/${group}/${version}/${ns}${resource}`;
+  return `${BASE}/${group}/${version}/${ns}${resource}`;
 }
 function parameters(query, extra) {
   const p = new URLSearchParams();
@@ -198,7 +201,26 @@ function render() {
   page.changed.clear();
 }
 
+// -- clusters: a picker when the gateway serves more than one -------------------------------
+async function pickCluster() {
+  const list = await getJSON("/clusters");
+  if (list.items.length < 2) return;
+  const here = BASE.startsWith("/clusters/") ? BASE.slice("/clusters/".length)
+    : (list.items.find((c) => c.default) || {}).name;
+  const select = $("#cluster");
+  select.replaceChildren(...list.items.map((c) => {
+    const option = new Option(c.ready ? c.name : `${c.name} (not ready)`, c.name);
+    option.selected = c.name === here;
+    return option;
+  }));
+  select.closest("label").hidden = false;
+  select.addEventListener("change", () => {
+    location.assign(`/clusters/${encodeURIComponent(select.value)}/ui/${location.search}`);
+  });
+}
+
 // -- wiring ---------------------------------------------------------------------------------
+pickCluster().catch(() => { /* one cluster, or the list is not ours to read: no picker */ });
 $("#query").addEventListener("submit", (e) => {
   e.preventDefault();
   const query = readForm();

@@ -64,6 +64,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and .Values.tls.enabled (not .Values.tls.secretName) }}
 {{- fail "tls.enabled needs tls.secretName: a kubernetes.io/tls Secret in the release's namespace" }}
 {{- end }}
+{{- range .Values.clusters.list }}
+{{- if and .context (not $.Values.clusters.kubeconfigSecret) }}
+{{- fail (printf "clusters.list: cluster %s names a context: set clusters.kubeconfigSecret to the Secret holding its kubeconfig" .name) }}
+{{- end }}
+{{- end }}
+{{- if and .Values.clusters.fromSecrets (not (has "secrets" .Values.policy.deny)) }}
+{{- fail "clusters.fromSecrets needs secrets in policy.deny: the cluster Secrets hold the gateway's credentials to its clusters and must never be served" }}
+{{- end }}
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
 {{- fail "autoscaling.minReplicas must not exceed autoscaling.maxReplicas" }}
 {{- end }}

@@ -37,3 +37,8 @@ def test_the_headers_say_how_old_in_seconds_and_in_words():
     assert headers["Warning"].startswith('299 - "kube-cache-gateway: the cache of pods has not '
                                          'followed the API server since 2027-01-15T07:59:17Z;')
     assert headers["Warning"].endswith('this answer may be 42 s old"')
+
+
+def test_with_several_clusters_the_warning_names_the_cluster():
+    headers = staleness_headers("pods", NOW - 5, now=NOW, cluster="prod")
+    assert headers["Warning"].startswith('299 - "cluster prod: the cache of pods has not followed')

@@ -1,0 +1,148 @@
+"""From a ``ClusterSpec`` to a ``Cluster``: its API client, its informer factory, its reviews.
+
+A cluster of the clusters file is reached as kubectl reaches a context: its kubeconfig
+(default ``--kubeconfig`` / ``$KUBECONFIG``) and context (default the current one), so
+exec plugins, client certificates and proxies work as they do there. A cluster of a
+Secret (Argo CD's cluster-secret shape, ``app.clusters.secrets``) is turned into the same
+kubeconfig, in memory, and loaded the same way: one path for every credential form.
+
+Connecting blocks (an exec plugin runs; a kubeconfig is read): callers on the event loop
+run it on a thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from app.auth.reviews import Reviewer
+from app.clusters.cluster import Cluster, build_factory
+from app.clusters.config import ClusterSpec, ClustersError, default_of, read_clusters_file
+from app.process.kubeconfig import CredentialsError, api_client_for, load_api_client
+from app.query.budget import QueryMemory
+from app.settings import Settings
+
+__all__ = ["api_client_of", "connect", "kubeconfig_of_secret", "load_default_client",
+           "own_namespace"]
+
+
+def kubeconfig_of_secret(name: str, server: str, config: dict) -> dict:
+    """The kubeconfig (as a dict) that reaches what an Argo CD cluster Secret describes.
+
+    ``config`` is the Secret's ``config`` JSON: ``bearerToken``, ``execProviderConfig``
+    (``command``, ``args``, ``env`` as a mapping, ``apiVersion``, ``installHint``),
+    ``tlsClientConfig`` (``caData``, ``certData``, ``keyData``: base64 PEM, as in a
+    kubeconfig; ``serverName``; ``insecure``) and ``proxyUrl``.
+
+    Raises:
+        ValueError: a value of the wrong type.
+    """
+    tls = config.get("tlsClientConfig") or {}
+    if not isinstance(tls, dict):
+        raise ValueError("tlsClientConfig must be an object")
+    cluster: dict[str, Any] = {"server": server}
+    user: dict[str, Any] = {}
+    for key, to, where in (("caData", "certificate-authority-data", cluster),
+                           ("serverName", "tls-server-name", cluster),
+                           ("certData", "client-certificate-data", user),
+                           ("keyData", "client-key-data", user)):
+        value = tls.get(key)
+        if value:
+            if not isinstance(value, str):
+                raise ValueError(f"tlsClientConfig.{key} must be a string")
+            where[to] = value
+    if tls.get("insecure"):
+        cluster["insecure-skip-tls-verify"] = True
+    if config.get("proxyUrl"):
+        cluster["proxy-url"] = str(config["proxyUrl"])
+    if config.get("bearerToken"):
+        user["token"] = str(config["bearerToken"])
+    plugin = config.get("execProviderConfig")
+    if plugin:
+        if not isinstance(plugin, dict) or not plugin.get("command"):
+            raise ValueError("execProviderConfig must be an object with a command")
+        env = plugin.get("env") or {}
+        user["exec"] = {
+            "command": str(plugin["command"]),
+            "args": [str(a) for a in plugin.get("args") or []],
+            "env": [{"name": str(k), "value": str(v)} for k, v in dict(env).items()],
+            "apiVersion": str(plugin.get("apiVersion") or "client.authentication.k8s.io/v1beta1"),
+        }
+        if plugin.get("installHint"):
+            user["exec"]["installHint"] = str(plugin["installHint"])
+    return {"apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": name, "cluster": cluster}],
+            "users": [{"name": name, "user": user}],
+            "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+            "current-context": name}
+
+
+def api_client_of(spec: ClusterSpec, settings: Settings) -> Any:
+    """The API client of ``spec`` (blocking).
+
+    Raises:
+        app.process.kubeconfig.CredentialsError: its credentials cannot be had.
+        Exception: the kubeconfig cannot be read or names no such context.
+    """
+    if spec.server:
+        config = json.loads(spec.config or "{}")
+        return api_client_for("", "", config_dict=kubeconfig_of_secret(spec.name, spec.server,
+                                                                       config))
+    return api_client_for(spec.kubeconfig or settings.kubeconfig, spec.context,
+                          settings.serviceaccount_dir)
+
+
+def connect(spec: ClusterSpec, settings: Settings, memory: QueryMemory, default: bool,
+            api_client: Any = None, reviewer: Reviewer | None = None, **seams: Any) -> Cluster:
+    """A ``Cluster`` for ``spec`` (not started; blocking unless ``api_client`` is given).
+
+    ``seams`` go to the factory (``lister_watcher_func``, ``discovery``), as for one cluster.
+    """
+    client = api_client if api_client is not None or seams else api_client_of(spec, settings)
+    return Cluster(spec.name, settings, build_factory(settings, client, **seams), reviewer,
+                   default=default, memory=memory, user_prefix=spec.user_prefix,
+                   group_prefix=spec.group_prefix)
+
+
+def load_default_client(settings: Settings) -> Any | None:
+    """The default cluster's API client, loaded before serving; ``None`` (said why on stderr).
+
+    With ``--clusters``: the file must be well-formed and its default cluster's credentials
+    loadable (exit code 2 otherwise, naming the line or the cluster); the other clusters
+    are connected as the gateway starts, and one that cannot be is served as not ready.
+    """
+    if not settings.clusters:
+        return load_api_client(settings)
+    try:
+        spec = default_of(read_clusters_file(settings.clusters))
+    except ClustersError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    try:
+        return api_client_of(spec, settings)
+    except Exception as exc:  # noqa: BLE001 - any configuration problem ends here, clearly
+        what = "could not be loaded" if isinstance(exc, CredentialsError) else "cannot be reached"
+        print(f"error: the default cluster {spec.name!r} ({spec.source}) {what}: {exc}",
+              file=sys.stderr)
+        return None
+
+
+def own_namespace(settings: Settings) -> str:
+    """The gateway's own namespace: its pod's, else its kubeconfig context's, else ``default``."""
+    try:
+        with open(os.path.join(settings.serviceaccount_dir, "namespace")) as found:
+            name = found.read().strip()
+        if name:
+            return name
+    except OSError:
+        pass
+    try:
+        from kubernetes.config.kube_config import list_kube_config_contexts
+
+        contexts, current = list_kube_config_contexts(settings.kubeconfig or None)
+        chosen = next((c for c in contexts if c["name"] == settings.context), current)
+        return (chosen or {}).get("context", {}).get("namespace") or "default"
+    except Exception:  # noqa: BLE001 - no kubeconfig to read: the API server's default
+        return "default"

@@ -1,0 +1,126 @@
+"""Clusters from Secrets: Argo CD's cluster-secret shape, watched in the gateway's namespace.
+
+A Secret labelled ``kube-cache-gateway.io/cluster: "true"`` in the gateway's own
+namespace names one cluster (``--cluster-secrets``)::
+
+    data:
+      name:   prod                       # a DNS label: it is used in paths
+      server: https://prod.example:6443
+      config: {"bearerToken": "...", "tlsClientConfig": {"caData": "..."}}
+
+— the shape Argo CD's cluster Secrets have (``config`` may also hold
+``execProviderConfig``, ``tlsClientConfig.certData``/``keyData``/``serverName``/``insecure``
+and ``proxyUrl``: ``app.clusters.connect.kubeconfig_of_secret``), so a fleet's Secrets can
+be labelled for the gateway too. The Secrets are watched with this project's own informer
+(one LIST, then a WATCH, selected by the label on the server), so a cluster comes, changes
+and goes as its Secret does. They hold the gateway's credentials to its clusters: they are
+never served (``--cluster-secrets`` needs ``secrets`` denied, as by default), and nothing
+read from them reaches an answer but the cluster's name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import logging
+import threading
+from typing import Any
+
+from app.bridge import call_on_loop, run_blocking
+from app.clusters.config import ClusterSpec, ClustersError, check_name
+from app.clusters.sources import Said
+from informer_core.informer import ResourceEventHandlerFuncs, SharedIndexInformer
+from informer_core.rest import ApiListerWatcher
+
+__all__ = ["LABEL", "ClusterSecrets", "spec_of_secret"]
+
+log = logging.getLogger("kube-cache-gateway")
+
+LABEL = "kube-cache-gateway.io/cluster"
+
+
+def spec_of_secret(secret: dict) -> ClusterSpec:
+    """The cluster an Argo CD-shaped cluster Secret names.
+
+    Raises:
+        ClustersError: no valid ``name``, no ``server``, or ``config`` that is not a JSON object.
+    """
+    meta = secret.get("metadata") or {}
+    where = f"Secret {meta.get('namespace', '')}/{meta.get('name', '')}"
+    data = secret.get("data") or {}
+
+    def field(key: str) -> str:
+        try:
+            return base64.b64decode(data.get(key) or "", validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            raise ClustersError(f"{where}: data.{key} is not base64 text") from None
+
+    name = check_name(field("name"), where)
+    server = field("server")
+    if not server.startswith(("https://", "http://")):
+        raise ClustersError(f"{where}: data.server must be the API server's URL")
+    text = field("config") or "{}"
+    try:
+        config = json.loads(text)
+    except ValueError:
+        raise ClustersError(f"{where}: data.config is not JSON") from None
+    if not isinstance(config, dict):
+        raise ClustersError(f"{where}: data.config must be a JSON object")
+    return ClusterSpec(name, server=server, config=json.dumps(config, sort_keys=True),
+                       source=where)
+
+
+class ClusterSecrets:
+    """Tells ``said`` the clusters of the labelled Secrets in ``namespace``, as they change."""
+
+    def __init__(self, api_client: Any, namespace: str, said: Said) -> None:
+        self.namespace = namespace
+        self.said = said
+        lister_watcher = ApiListerWatcher(
+            api_client, "/api/v1/secrets", namespace=namespace,
+            tweak_list_options=lambda o: setattr(o, "label_selector", f"{LABEL}=true"),
+            api_version="v1", kind="Secret")
+        self.informer = SharedIndexInformer(lister_watcher, name="cluster-secrets")
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending: asyncio.Task | None = None
+        self._again = False
+
+    async def start(self) -> None:
+        """Begin watching; the clusters are told once the first list has arrived."""
+        self._loop = asyncio.get_running_loop()
+        changed = lambda *_: call_on_loop(self._loop, self._changed)  # noqa: E731 - any event
+        self.informer.add_event_handler(ResourceEventHandlerFuncs(changed, changed, changed))
+        self._thread = threading.Thread(target=self.informer.run, args=(self._stop,),
+                                        name="cluster-secrets", daemon=True)
+        self._thread.start()
+
+    def _changed(self) -> None:
+        """On the loop: tell the clusters again (once for a burst of events)."""
+        if self._pending is not None and not self._pending.done():
+            self._again = True
+            return
+        self._pending = asyncio.ensure_future(self._tell())
+
+    async def _tell(self) -> None:
+        while True:
+            self._again = False
+            specs = []
+            for secret in self.informer.get_indexer().list():
+                try:
+                    specs.append(spec_of_secret(secret))
+                except ClustersError as exc:
+                    log.error("a cluster Secret is not served: %s", exc)
+            await self.said(sorted(specs, key=lambda s: s.name))
+            if not self._again:
+                return
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._pending is not None:
+            self._pending.cancel()
+        if self._thread is not None:
+            await run_blocking(self._thread.join, 10)

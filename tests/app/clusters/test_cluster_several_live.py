@@ -1,0 +1,459 @@
+"""Three real clusters behind one gateway: each answered as its own API server answers,
+each caller authorized by the RBAC of the cluster that holds the data.
+
+Three control planes, each its own etcd and kube-apiserver (the session's, and two of
+this module's), with different objects and RBAC that differs per cluster for the same
+user: alice (group ``developers``) may list pods in one namespace of a, read everything
+in b and nothing in c but the configmaps of one namespace, through a binding of her group
+in c alone. Every expected answer is the cluster's own API server's, asked as the same
+user (the admin impersonating alice and her groups): the gateway must agree cell by cell.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import subprocess
+import threading
+import time
+
+import httpx
+import pytest
+import yaml
+
+from control_plane.cluster import LocalCluster
+from control_plane.kubeapi import KubeAPI
+from tests.app.conftest import RunningGateway
+from tests.helpers import wait_until
+
+pytestmark = pytest.mark.cluster
+
+NAMESPACES = ("team", "other")
+OBJECTS = {"a": ["a-1", "a-2"], "b": ["b-1"], "c": ["c-1", "c-2", "c-3"]}
+RBAC = "rbac.authorization.k8s.io"
+PREFIXES = {"userPrefix": "c:", "groupPrefix": "c:"}  # how cluster c knows the callers
+
+
+def _pod(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name}},
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+
+
+def _bind(kube: KubeAPI, name: str, role: str, subject: dict, namespace: str | None = None) -> None:
+    base = f"/apis/{RBAC}/v1"
+    path = f"{base}/namespaces/{namespace}/rolebindings" if namespace else f"{base}/clusterrolebindings"
+    kube.delete(f"{path}/{name}")
+    kube.create(path, {"apiVersion": f"{RBAC}/v1",
+                       "kind": "RoleBinding" if namespace else "ClusterRoleBinding",
+                       "metadata": {"name": name, **({"namespace": namespace} if namespace else {})},
+                       "subjects": [{"apiGroup": RBAC, **subject}],
+                       "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": role}})
+
+
+def _seed(name: str, cluster: LocalCluster) -> None:
+    kube = KubeAPI.for_cluster(cluster)
+    for ns in NAMESPACES:
+        kube.ensure_namespace(ns)
+        for obj in OBJECTS[name]:
+            kube.delete(f"/api/v1/namespaces/{ns}/configmaps/{obj}")
+            kube.create(f"/api/v1/namespaces/{ns}/configmaps",
+                        {"metadata": {"name": obj}, "data": {"cluster": name}})
+            kube.delete(f"/api/v1/namespaces/{ns}/pods/{obj}")
+            kube.create(f"/api/v1/namespaces/{ns}/pods", _pod(obj))
+    # explicit roles: a bare API server has no controller-manager to aggregate "view"
+    roles = f"/apis/{RBAC}/v1/clusterroles"
+    for role, rule in (("kcg-several-read-all", {"apiGroups": ["*"], "resources": ["*"]}),
+                       ("kcg-several-pods", {"apiGroups": [""], "resources": ["pods"]}),
+                       ("kcg-several-configmaps", {"apiGroups": [""], "resources": ["configmaps"]})):
+        kube.delete(f"{roles}/{role}")
+        kube.create(roles, {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole",
+                            "metadata": {"name": role},
+                            "rules": [{**rule, "verbs": ["get", "list", "watch"]}]})
+    alice = {"kind": "User", "name": "alice"}
+    if name == "a":  # pods, in one namespace
+        _bind(kube, "kcg-several-pods", "kcg-several-pods", alice, namespace="team")
+    elif name == "b":  # everything
+        _bind(kube, "kcg-several-all", "kcg-several-read-all", alice)
+    else:  # nothing for her; her group, configmaps of one namespace — c knows her groups
+        # by prefixed names (groupPrefix "c:" in the clusters file)
+        _bind(kube, "kcg-several-group", "kcg-several-configmaps",
+              {"kind": "Group", "name": "c:developers"}, namespace="team")
+        # the admin of a is "c:admin" in c (its group system:masters, too, is prefixed)
+        _bind(kube, "kcg-several-admin", "kcg-several-read-all", {"kind": "User", "name": "c:admin"})
+
+
+@pytest.fixture(scope="module")
+def three(local_cluster):
+    """a: the session's cluster; b and c: this module's own."""
+    started: list[LocalCluster] = []
+    try:
+        for _ in range(2):
+            started.append(LocalCluster().start())
+        clusters = {"a": local_cluster, "b": started[0], "c": started[1]}
+        for name, cluster in clusters.items():
+            _seed(name, cluster)
+        yield clusters
+    finally:
+        for cluster in started:
+            cluster.stop()
+
+
+def _write_clusters(path, three, tmp, names=("a", "b", "c"), **extra) -> str:
+    entries = []
+    for name in names:
+        kubeconfig = three[name].write_kubeconfig(tmp / f"{name}.kubeconfig", three[name].admin)
+        entries.append({"name": name, "kubeconfig": str(kubeconfig), **extra.get(name, {})})
+    path.write_text(yaml.safe_dump({"clusters": entries}))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def gateway(three, tmp_path_factory):
+    """The module's gateway over a, b and c, authorizing its callers (identity: a); over
+    HTTPS, as callers' tokens should travel (kubectl sends none over plain HTTP)."""
+    from app.settings import Settings
+    from control_plane.certs import self_signed_cert
+    from control_plane.cluster import free_port
+
+    tmp = tmp_path_factory.mktemp("several")
+    path = _write_clusters(tmp / "clusters.yaml", three, tmp, c=PREFIXES)
+    cert, key = self_signed_cert(tmp / "tls")
+    settings = Settings(port=free_port(), clusters=path, authz="kubernetes", sync_timeout=30.0,
+                        authz_deny_cache_ttl=1.0, tls_cert_file=str(cert),
+                        tls_private_key_file=str(key))
+    running = RunningGateway(settings).start()
+    running.ca_file = str(cert)
+    running.tls = ssl.create_default_context(cafile=str(cert))
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _client(gateway, token: str) -> httpx.Client:
+    return httpx.Client(base_url=gateway.url, headers={"Authorization": f"Bearer {token}"},
+                        timeout=30, verify=gateway.tls)
+
+
+def _as_alice(cluster: LocalCluster, path: str, prefix: str = "") -> int:
+    """What ``cluster``'s own API server answers alice (and her groups) for ``path``, her
+    names as that cluster knows them (``prefix``)."""
+    server = cluster.primary
+    headers = {"Authorization": f"Bearer {cluster.admin.token}",
+               "Impersonate-User": f"{prefix}alice", "Impersonate-Group": f"{prefix}developers"}
+    with httpx.Client(verify=ssl.create_default_context(cafile=str(server.ca_file)),
+                      timeout=30) as http:
+        # two groups: httpx sends a list of tuples as repeated headers
+        answer = http.get(server.url + path, headers=[*headers.items(),
+                                                     ("Impersonate-Group", "system:authenticated")])
+    return answer.status_code
+
+
+def _names(answer: httpx.Response) -> list[str]:
+    assert answer.status_code == 200, answer.text
+    return [i["metadata"]["name"] for i in answer.json()["items"]]
+
+
+def test_every_cluster_answers_as_its_own_api_server(three, gateway):
+    with _client(gateway, three["a"].admin.token) as http:  # identity: cluster a
+        for name, cluster in three.items():
+            direct = KubeAPI.for_cluster(cluster)
+            for ns in NAMESPACES:
+                path = f"/api/v1/namespaces/{ns}/configmaps"
+                want = [o["metadata"]["name"] for o in direct.get(path)["items"]]
+                assert _names(http.get(f"/clusters/{name}{path}")) == want == OBJECTS[name]
+            got = http.get(f"/clusters/{name}/api/v1/namespaces/team/configmaps/{OBJECTS[name][0]}")
+            assert got.json()["data"] == {"cluster": name}
+            version = http.get(f"/clusters/{name}/version").json()
+            assert version["gitVersion"] == direct.get("/version")["gitVersion"]
+        assert _names(http.get("/api/v1/namespaces/team/configmaps")) == OBJECTS["a"], \
+            "the plain paths: the first cluster, the default"
+        listed = http.get("/clusters").json()["items"]
+        assert [c["name"] for c in listed] == ["a", "b", "c"]
+        for item in listed:
+            assert "server" not in json.dumps(item) and "127.0.0.1" not in json.dumps(item)
+
+
+def test_the_rbac_matrix_of_each_cluster_is_its_own(three, gateway):
+    """Every cell (list, get, watch): alice through the gateway (her token reviewed by a)
+    against the same request to that cluster's API server as alice — as that cluster knows
+    her: c by the prefixed names of the clusters file. 0 mismatches."""
+    token = three["a"].user.token  # alice, of the identity cluster
+    cells, mismatches = 0, []
+    with _client(gateway, token) as http:
+        for name, cluster in three.items():
+            for resource in ("pods", "configmaps"):
+                collections = [f"/api/v1/{resource}",
+                               *(f"/api/v1/namespaces/{ns}/{resource}" for ns in NAMESPACES)]
+                paths = [*collections, f"/api/v1/namespaces/team/{resource}/{OBJECTS[name][0]}",
+                         *(f"{c}?watch=1&timeoutSeconds=1" for c in collections)]
+                for path in paths:
+                    want = _as_alice(cluster, path, "c:" if name == "c" else "")
+                    got = http.get(f"/clusters/{name}{path}")
+                    cells += 1
+                    if got.status_code != want:
+                        mismatches.append((name, path, want, got.status_code, got.text[:200]))
+                    elif want == 403:
+                        body = got.json()
+                        user = "c:alice" if name == "c" else "alice"
+                        assert body["reason"] == "Forbidden" and f'User "{user}"' in body["message"]
+    print(f"RBAC matrix: {cells} cells, {len(mismatches)} mismatches")
+    assert cells == 3 * 2 * 7 and not mismatches, mismatches
+    # the matrix is not trivial: each cluster allows and refuses something
+    assert _as_alice(three["a"], "/api/v1/namespaces/team/pods") == 200
+    assert _as_alice(three["a"], "/api/v1/namespaces/other/pods") == 403
+    assert _as_alice(three["b"], "/api/v1/pods") == 200
+    assert _as_alice(three["c"], "/api/v1/namespaces/team/configmaps", "c:") == 200
+    assert _as_alice(three["c"], "/api/v1/namespaces/team/configmaps") == 403, \
+        "c binds the prefixed group only: without the prefix, nothing"
+    assert _as_alice(three["c"], "/api/v1/namespaces/team/pods", "c:") == 403
+
+
+def test_a_stranger_is_401_before_any_cluster_is_named(gateway):
+    for path in ("/clusters", "/clusters/b/api/v1/pods", "/clusters/zz/api/v1/pods"):
+        with _client(gateway, "nope") as http:
+            answer = http.get(path)
+        assert answer.status_code == 401, path
+
+
+def test_kubectl_against_a_cluster_path_prints_what_it_prints_against_that_cluster(three, gateway,
+                                                                                   tmp_path):
+    from tests.app.http.test_resources_clients import normalise
+
+    b = three["b"]
+    direct_config = b.write_kubeconfig(tmp_path / "b", b.admin)
+    through = tmp_path / "through"
+    through.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "gw",
+        "clusters": [{"name": "gw", "cluster": {"server": f"{gateway.url}/clusters/b",
+                                                "certificate-authority": gateway.ca_file}}],
+        # the caller's token is reviewed by the identity cluster, a
+        "users": [{"name": "u", "user": {"token": three["a"].admin.token}}],
+        "contexts": [{"name": "gw", "context": {"cluster": "gw", "user": "u"}}]}))
+    for args in (["get", "configmaps", "-A"], ["get", "pods", "-n", "team", "-o", "wide"],
+                 ["get", "configmap", "b-1", "-n", "other", "-o", "json"]):
+        direct = subprocess.run(["kubectl", "--kubeconfig", str(direct_config), *args],
+                                capture_output=True, text=True, timeout=60)
+        ours = subprocess.run(["kubectl", "--kubeconfig", str(through), *args],
+                              capture_output=True, text=True, timeout=60)
+        assert direct.returncode == 0 and ours.returncode == 0, (direct.stderr, ours.stderr)
+        if "json" in args:
+            assert json.loads(ours.stdout) == json.loads(direct.stdout)
+        else:
+            assert normalise(ours.stdout) == normalise(direct.stdout)
+
+
+def test_the_official_client_with_a_cluster_server_url(three, gateway):
+    from kubernetes import client as k8s
+
+    config = k8s.Configuration()
+    config.host = f"{gateway.url}/clusters/c"
+    config.api_key = {"authorization": f"Bearer {three['a'].admin.token}"}
+    config.ssl_ca_cert = gateway.ca_file
+    with k8s.ApiClient(config) as api:
+        names = [m.metadata.name for m in
+                 k8s.CoreV1Api(api).list_namespaced_config_map("other").items]
+    assert names == OBJECTS["c"]
+
+
+def test_a_cluster_added_and_removed_live_and_sighup(three, tmp_path):
+    """Through ``serve`` itself: a file of a alone, then a and b (b's objects served), then
+    a alone again (b's open watch ends with a 404 naming it), and SIGHUP reads it again."""
+    import os
+    import signal
+    import sys
+
+    from control_plane.cluster import free_port
+
+    path = tmp_path / "clusters.yaml"
+    _write_clusters(path, three, tmp_path, names=("a",))
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--clusters", str(path),
+                             "--port", str(port)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _get(url, "/readyz") == 200, 30, message="serving")
+        assert _get(url, "/clusters/b/api/v1/namespaces/team/configmaps") == 404
+        _write_clusters(path, three, tmp_path, names=("a", "b"))
+        wait_until(lambda: _get(url, "/clusters/b/api/v1/namespaces/team/configmaps") == 200, 30,
+                   message="b served once added")
+        lines: list[dict] = []
+        with httpx.stream("GET", url + "/clusters/b/api/v1/namespaces/team/configmaps?watch=1",
+                          timeout=60) as watch:
+            reader = threading.Thread(target=lambda: lines.extend(
+                json.loads(line) for line in watch.iter_lines() if line), daemon=True)
+            reader.start()
+            wait_until(lambda: len(lines) >= len(OBJECTS["b"]), 10, message="b's objects")
+            _write_clusters(path, three, tmp_path, names=("a",))
+            reader.join(30)
+        assert lines[-1]["type"] == "ERROR" and lines[-1]["object"]["code"] == 404
+        assert "'b'" in lines[-1]["object"]["message"]
+        # the same file again, said by SIGHUP: applied, nothing changes
+        os.kill(proc.pid, signal.SIGHUP)
+        time.sleep(1.5)
+        assert proc.poll() is None, "SIGHUP reloads; it does not end the process"
+        assert _get(url, "/clusters/a/api/v1/namespaces/team/configmaps") == 200
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    assert "applying the clusters file (SIGHUP)" in out, out[-2000:]
+
+
+def test_a_malformed_file_at_start_is_exit_2_naming_the_line(tmp_path):
+    import sys
+
+    path = tmp_path / "clusters.yaml"
+    path.write_text("clusters:\n  - name: ok\n  - name: arn:aws:eks:x\n")
+    out = subprocess.run([sys.executable, "-m", "app", "serve", "--clusters", str(path)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.startswith(f"error: {path}:3: cluster name 'arn:aws:eks:x' is not a DNS label")
+
+
+def _get(url: str, path: str) -> int:
+    try:
+        return httpx.get(url + path, timeout=5).status_code
+    except httpx.HTTPError:
+        return 0
+
+
+def test_clusters_come_and_go_with_their_secrets_and_the_secrets_are_never_served(three, tmp_path):
+    """Argo CD-shaped Secrets in the gateway's namespace of cluster a, pointing at b and c."""
+    import base64
+
+    from app.settings import Settings
+    from control_plane.cluster import free_port
+
+    a = KubeAPI.for_cluster(three["a"])
+    ns = "kcg-cluster-secrets"
+    a.ensure_namespace(ns)
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "namespace").write_text(ns)  # as in a pod: the gateway's own namespace
+
+    def secret(name: str, cluster: str, labelled: bool = True) -> dict:
+        target = three[cluster]
+        config = {"bearerToken": target.admin.token, "tlsClientConfig": {
+            "caData": base64.b64encode(target.primary.ca_file.read_bytes()).decode()}}
+        data = {"name": name, "server": target.primary.url, "config": json.dumps(config)}
+        return {"metadata": {"name": f"cluster-{name}", "labels": {
+                    "kube-cache-gateway.io/cluster": "true" if labelled else "false"}},
+                "type": "Opaque",
+                "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
+
+    path = f"/api/v1/namespaces/{ns}/secrets"
+    for name in ("lab", "edge", "ignored"):
+        a.delete(f"{path}/cluster-{name}")
+    a.create(path, secret("lab", "b"))
+    a.create(path, secret("ignored", "c", labelled=False))
+    settings = Settings(port=free_port(), kubeconfig=str(three["a"].kubeconfig),
+                        serviceaccount_dir=str(account), cluster_secrets=True)
+    gw = RunningGateway(settings).start()
+    try:
+        url = gw.url
+        cms = "/api/v1/namespaces/team/configmaps"
+        wait_until(lambda: _get(url, f"/clusters/lab{cms}") == 200, 30, message="lab served")
+        assert _names(httpx.get(url + f"/clusters/lab{cms}")) == OBJECTS["b"]
+        assert _names(httpx.get(url + cms)) == OBJECTS["b"], "the only cluster: the default"
+        assert _get(url, "/clusters/ignored/api/v1") == 404, "not labelled: not a cluster"
+        a.create(path, secret("edge", "c"))
+        wait_until(lambda: _get(url, f"/clusters/edge{cms}") == 200, 30, message="edge added")
+        assert _names(httpx.get(url + f"/clusters/edge{cms}")) == OBJECTS["c"]
+        assert [c["name"] for c in httpx.get(url + "/clusters").json()["items"]] == ["edge", "lab"]
+        # the Secrets themselves, through any path: refused (the policy denies secrets)
+        for cluster in ("lab", "edge"):
+            assert _get(url, f"/clusters/{cluster}{path}") == 403
+        listing = httpx.get(url + "/clusters").text
+        assert three["b"].admin.token not in listing and "127.0.0.1" not in listing
+        a.delete(f"{path}/cluster-lab")
+        wait_until(lambda: _get(url, f"/clusters/lab{cms}") == 404, 30, message="lab removed")
+        assert _get(url, f"/clusters/edge{cms}") == 200
+    finally:
+        gw.stop()
+        for name in ("lab", "edge", "ignored"):
+            a.delete(f"{path}/cluster-{name}")
+
+
+def test_every_worker_serves_every_cluster(three, tmp_path):
+    import sys
+
+    from control_plane.cluster import free_port
+
+    import os
+    import signal
+
+    path = _write_clusters(tmp_path / "clusters.yaml", three, tmp_path)
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--clusters", path,
+                                 "--port", str(port), "--workers", "2"],
+                                stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _get(url, "/readyz") == 200, 60, message="serving")
+        seen: dict[str, set[str]] = {}
+        deadline = time.monotonic() + 30
+        while len(seen) < 3 or not all(len(workers) == 2 for workers in seen.values()):
+            assert time.monotonic() < deadline, f"workers seen per cluster: {seen}"
+            for name in ("a", "b", "c"):
+                # a new connection each time: the kernel hands it to either worker
+                answer = httpx.get(f"{url}/clusters/{name}/api/v1/namespaces/other/configmaps",
+                                   timeout=30)
+                assert answer.status_code == 200 and _names(answer) == OBJECTS[name]
+                seen.setdefault(name, set()).add(answer.headers["kcg-worker"])
+        metrics = httpx.get(url + "/metrics", timeout=30).text
+        for name in ("a", "b", "c"):
+            assert f'kcg_cluster_up{{cluster="{name}"' in metrics
+        # SIGHUP to the supervisor: every worker reads the file again, none ends
+        os.kill(proc.pid, signal.SIGHUP)
+        wait_until(lambda: log.read_text().count("applying the clusters file (SIGHUP)") == 2, 15,
+                   message="both workers told")
+        assert proc.poll() is None and "restarting it" not in log.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def test_a_cluster_whose_api_server_stops_is_served_from_its_cache_and_slows_no_other(three,
+                                                                                      gateway):
+    """b's API server stopped: b answers from its cache with Warning and Age, a answers as
+    fast as before, the gateway stays ready; b's API server back: b follows again."""
+    import statistics
+
+    b = three["b"]
+    cms = "/api/v1/namespaces/team/configmaps"
+    with _client(gateway, three["a"].admin.token) as http:
+        assert _names(http.get(f"/clusters/b{cms}")) == OBJECTS["b"]  # loaded, and allowed
+
+        def took(path: str) -> float:
+            began = time.perf_counter()
+            assert http.get(path).status_code == 200
+            return time.perf_counter() - began
+
+        before = statistics.median(took(f"/clusters/a{cms}") for _ in range(30))
+        b.stop_apiserver()
+        try:
+            wait_until(lambda: "warning" in http.get(f"/clusters/b{cms}").headers, 30,
+                       message="b's answers say they come from a cache not following")
+            answer = http.get(f"/clusters/b{cms}")
+            assert _names(answer) == OBJECTS["b"]
+            assert answer.headers["warning"].startswith('299 - "cluster b: the cache of configmaps')
+            assert int(answer.headers["age"]) >= 0
+            during = statistics.median(took(f"/clusters/a{cms}") for _ in range(30))
+            assert during < max(3 * before, 0.05), (before, during)
+            assert "warning" not in http.get(f"/clusters/a{cms}").headers
+            assert http.get("/readyz").status_code == 200, "one cluster away holds no replica"
+            listed = {c["name"]: c for c in http.get("/clusters").json()["items"]}
+            assert listed["b"]["ready"] is False and listed["a"]["ready"] is True
+        finally:
+            b.start_apiserver()
+        KubeAPI.for_cluster(b).create(f"/api/v1/namespaces/team/configmaps",
+                                      {"metadata": {"name": "b-after"}})
+        try:
+            wait_until(lambda: "b-after" in _names(http.get(f"/clusters/b{cms}")), 60,
+                       message="b followed again once its API server was back")
+            assert "warning" not in http.get(f"/clusters/b{cms}").headers
+        finally:
+            KubeAPI.for_cluster(b).delete("/api/v1/namespaces/team/configmaps/b-after")

@@ -1,0 +1,82 @@
+"""From a cluster's spec to its API client: a kubeconfig's context, or an Argo CD Secret's
+connection turned into the same kubeconfig."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from app.clusters.config import ClusterSpec
+from app.clusters.connect import api_client_of, kubeconfig_of_secret
+from app.settings import Settings
+from informer_core.rest import RawClient
+
+
+def test_a_secrets_bearer_token_and_tls_become_a_kubeconfig():
+    ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n...").decode()
+    config = kubeconfig_of_secret("prod", "https://10.0.0.1:6443", {
+        "bearerToken": "t0ken",
+        "tlsClientConfig": {"caData": ca, "serverName": "kubernetes.default", "insecure": False},
+        "proxyUrl": "http://proxy:3128"})
+    (cluster,) = config["clusters"]
+    assert cluster["cluster"] == {"server": "https://10.0.0.1:6443",
+                                  "certificate-authority-data": ca,
+                                  "tls-server-name": "kubernetes.default",
+                                  "proxy-url": "http://proxy:3128"}
+    (user,) = config["users"]
+    assert user["user"] == {"token": "t0ken"}
+    assert config["current-context"] == "prod"
+
+
+def test_an_exec_provider_becomes_the_kubeconfig_exec_plugin():
+    config = kubeconfig_of_secret("eks", "https://x", {"execProviderConfig": {
+        "command": "argocd-k8s-auth", "args": ["aws", "--cluster-name", "prod"],
+        "env": {"AWS_REGION": "eu-west-1"}, "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "installHint": "install it"}, "tlsClientConfig": {"insecure": True}})
+    assert config["clusters"][0]["cluster"]["insecure-skip-tls-verify"] is True
+    assert config["users"][0]["user"]["exec"] == {
+        "command": "argocd-k8s-auth", "args": ["aws", "--cluster-name", "prod"],
+        "env": [{"name": "AWS_REGION", "value": "eu-west-1"}],
+        "apiVersion": "client.authentication.k8s.io/v1beta1", "installHint": "install it"}
+
+
+@pytest.mark.parametrize("config", [{"tlsClientConfig": "yes"}, {"execProviderConfig": {"args": []}},
+                                    {"tlsClientConfig": {"caData": 5}}])
+def test_a_malformed_secret_config_is_a_value_error(config):
+    with pytest.raises(ValueError):
+        kubeconfig_of_secret("x", "https://x", config)
+
+
+def test_the_client_of_a_secret_spec_carries_its_token():
+    spec = ClusterSpec("prod", server="https://127.0.0.1:6443",
+                       config=json.dumps({"bearerToken": "s3cret",
+                                          "tlsClientConfig": {"insecure": True}}))
+    client = api_client_of(spec, Settings())
+    try:
+        assert client.configuration.host == "https://127.0.0.1:6443"
+        assert RawClient(client).headers()["authorization"] == "Bearer s3cret"
+    finally:
+        client.close()
+
+
+def test_the_client_of_a_file_spec_uses_its_kubeconfig_and_context(tmp_path):
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "one",
+        "clusters": [{"name": c, "cluster": {"server": f"https://{c}.example:6443",
+                                             "insecure-skip-tls-verify": True}}
+                     for c in ("one", "two")],
+        "users": [{"name": "u", "user": {"token": "tok"}}],
+        "contexts": [{"name": c, "context": {"cluster": c, "user": "u"}} for c in ("one", "two")]}))
+    client = api_client_of(ClusterSpec("b", kubeconfig=str(path), context="two"), Settings())
+    try:
+        assert client.configuration.host == "https://two.example:6443"
+    finally:
+        client.close()
+    default = api_client_of(ClusterSpec("a"), Settings(kubeconfig=str(path)))
+    try:
+        assert default.configuration.host == "https://one.example:6443", "--kubeconfig, current context"
+    finally:
+        default.close()

@@ -1,0 +1,50 @@
+"""Cluster Secrets in Argo CD's shape: what a Secret must hold to name a cluster."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from app.clusters.config import ClustersError
+from app.clusters.secrets import spec_of_secret
+
+
+def _secret(**data: str) -> dict:
+    return {"metadata": {"namespace": "kcg", "name": "prod-secret"},
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
+
+
+def test_a_secret_names_its_cluster_server_and_connection():
+    spec = spec_of_secret(_secret(name="prod", server="https://prod.example:6443",
+                                  config=json.dumps({"bearerToken": "t", "tlsClientConfig": {}})))
+    assert (spec.name, spec.server) == ("prod", "https://prod.example:6443")
+    assert json.loads(spec.config) == {"bearerToken": "t", "tlsClientConfig": {}}
+    assert spec.source == "Secret kcg/prod-secret"
+
+
+def test_the_same_connection_compares_equal_whatever_the_key_order():
+    one = spec_of_secret(_secret(name="a", server="https://a", config='{"x": 1, "y": 2}'))
+    two = spec_of_secret(_secret(name="a", server="https://a", config='{"y": 2, "x": 1}'))
+    assert one == two
+
+
+@pytest.mark.parametrize("data,says", [
+    ({"server": "https://a"}, "needs a name"),
+    ({"name": "arn:aws:eks:x", "server": "https://a"}, "not a DNS label"),
+    ({"name": "a"}, "data.server"),
+    ({"name": "a", "server": "https://a", "config": "{"}, "not JSON"),
+    ({"name": "a", "server": "https://a", "config": "[1]"}, "JSON object"),
+])
+def test_a_secret_that_cannot_name_a_cluster_says_which_and_why(data, says):
+    with pytest.raises(ClustersError) as info:
+        spec_of_secret(_secret(**data))
+    assert str(info.value).startswith("Secret kcg/prod-secret") and says in str(info.value)
+
+
+def test_data_that_is_not_base64_is_refused():
+    secret = _secret(server="https://a")
+    secret["data"]["name"] = "%%%"
+    with pytest.raises(ClustersError, match="not base64"):
+        spec_of_secret(secret)
