@@ -26,7 +26,7 @@ from app.bridge import run_blocking
 from app.clusters.config import ClusterSpec, ClustersError, read_clusters_file
 from app.gateway import Connector, Gateway
 
-__all__ = ["ClusterSet", "ClustersFile"]
+__all__ = ["ClusterSet", "ClustersFile", "Said"]
 
 log = logging.getLogger("kube-cache-gateway")
 

@@ -46,6 +46,7 @@ from starlette.requests import Request
 
 from app.http.access_log import AccessLog
 from app.http.context import RequestContext
+from app.http.merged import merged_endpoint
 from app.http.resources import resource_endpoint
 from app.settings import is_loopback
 from app.kube.status import StatusError, not_found, status_bytes, status_response
@@ -60,6 +61,7 @@ _NOT_READY = status_bytes(503, "the gateway is starting", "ServiceUnavailable")
 
 
 _PROBES_AND_METRICS = frozenset({"/healthz", "/livez", "/readyz", "/metrics"})
+_MERGED = "/clusters/*"  # the prefix of merged reads (app.http.merged)
 # the gateway's own paths: answered whichever cluster the request named, or none
 _GATEWAY_WIDE = _PROBES_AND_METRICS | {"/clusters"}
 _KEEP_SLASH = frozenset({"/ui"})  # the page at /ui/: its relative links need the slash
@@ -175,8 +177,9 @@ class GatewayApp:
         context = scope["kcg"]
         route = context.route
         cluster = context.cluster
+        started = getattr(self.state, "gateway", None) is not None  # else 503, below
         try:
-            if self._authenticates and route not in _OPEN:
+            if self._authenticates and route not in _OPEN and started:
                 if cluster is None or route == "/clusters":  # who asks, and no more
                     await self.state.gateway.authenticate(scope)
                 elif route == "resource":
@@ -185,7 +188,12 @@ class GatewayApp:
                         await authorization.authenticate(scope)
                 else:
                     await cluster.authorization.authorize_path(scope, scope["path"])
-            if cluster is None and route not in _GATEWAY_WIDE:
+            merged = context.prefix == _MERGED
+            if merged and route != "resource" and route not in _GATEWAY_WIDE:
+                raise not_found("only collection paths are merged under /clusters/*/ (discovery "
+                                "and /version are each cluster's: /clusters/NAME/...)",
+                                resource="clusters", name="*")
+            if cluster is None and started and not merged and route not in _GATEWAY_WIDE:
                 # an unknown cluster (404), one that cannot be connected or a default
                 # cluster not connected yet (503)
                 named = context.prefix[10:]
@@ -198,11 +206,12 @@ class GatewayApp:
             await status_response(error)(scope, receive, send)
             return
         if route == "resource":
-            await self._resource(scope, receive, send)
+            await self._resource(scope, receive, send,
+                                 merged_endpoint if context.prefix == _MERGED else resource_endpoint)
         else:
             await self.api(scope, receive, send)
 
-    async def _resource(self, scope: dict, receive: Any, send: Any) -> None:
+    async def _resource(self, scope: dict, receive: Any, send: Any, endpoint: Any) -> None:
         if getattr(self.state, "gateway", None) is None:  # a request before start-up
             await _send_json(send, 503, _NOT_READY)
             return
@@ -216,7 +225,7 @@ class GatewayApp:
 
         try:
             try:
-                response = await resource_endpoint(Request(scope, receive))
+                response = await endpoint(Request(scope, receive))
             except StatusError as error:
                 response = status_response(error)
             await response(scope, receive, watched_send)

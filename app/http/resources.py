@@ -53,7 +53,7 @@ from informer_core.encoded import EncodedObject
 from informer_core.fields import FieldSelector, Term
 from informer_core.store import object_key
 
-__all__ = ["resource_endpoint"]
+__all__ = ["check_scope", "resource_endpoint", "select_consistent"]
 
 _READ_METHODS = ("GET", "HEAD")
 _GZIP_ABOVE = 128 * 1024
@@ -76,7 +76,7 @@ async def resource_endpoint(request: Request) -> Response:
         raise method_not_allowed(method)
     target = parse_path(request.scope["path"])
     resource = await caches.resolve(target)
-    _check_scope(target, resource)
+    check_scope(target, resource)
     raw_query = request.scope.get("query_string", b"")
     try:
         query, query_error = parse_query(raw_query, gateway.settings.max_query_length), None
@@ -125,7 +125,7 @@ async def resource_endpoint(request: Request) -> Response:
     return response
 
 
-def _check_scope(target: ResourcePath, resource: Any) -> None:
+def check_scope(target: ResourcePath, resource: Any) -> None:
     """A path must use a resource the way its scope allows."""
     if target.subresource is not None:
         raise not_found(f"the gateway serves no subresources ({target.resource}/"
@@ -184,7 +184,7 @@ def _get(request: Request, entry: ResourceCache, target: ResourcePath, accept: A
 _CONSISTENT_TRIES = 5
 
 
-async def _select_consistent(entry: ResourceCache, selection: Selection,
+async def select_consistent(entry: ResourceCache, selection: Selection,
                              filtered: bool = True) -> tuple[list, str]:
     """The matching objects and the version they are exactly the server's state at.
 
@@ -227,7 +227,7 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
         kept = entry.queries.answer(answer_key, version) if version else None
         if kept is not None:
             return _kept_answer(kept, etag)
-    objects, rv = await _select_consistent(entry, selection, filtered=not dashboard)
+    objects, rv = await select_consistent(entry, selection, filtered=not dashboard)
     places = None
     if dashboard:
         result = await entry.queries.result(objects, query, fingerprint, rv)

@@ -180,11 +180,12 @@ def clusters_file(path, names, default: str = "", **extra: dict) -> str:
 
 
 @contextlib.contextmanager
-def run_fake_clusters(fakes: dict, path, default: str = "", reviewer=None,
+def run_fake_clusters(fakes: dict, path, default: str = "", reviewer=None, reviewers=None,
                       **overrides) -> Iterator[RunningGateway]:
     """A gateway of several clusters, each a ``FakeCluster`` of ``fakes`` by name, configured
     by a clusters file at ``path`` (the file may be rewritten while it runs; a name it gains
-    must be in ``fakes`` by then)."""
+    must be in ``fakes`` by then). ``reviewers[name]`` answers that cluster's reviews
+    (default: ``reviewer``)."""
     from app.clusters.connect import connect
     from app.query.budget import QueryMemory
 
@@ -194,7 +195,8 @@ def run_fake_clusters(fakes: dict, path, default: str = "", reviewer=None,
 
     def connector(spec, is_default):
         fake = fakes[spec.name]
-        return connect(spec, settings, QueryMemory(), is_default, reviewer=reviewer,
+        return connect(spec, settings, QueryMemory(), is_default,
+                       reviewer=(reviewers or {}).get(spec.name, reviewer),
                        lister_watcher_func=fake.lister_watcher, discovery=fake.discovery())
 
     running = RunningGateway(settings, connector=connector).start()

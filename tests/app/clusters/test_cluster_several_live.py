@@ -454,6 +454,68 @@ def test_a_cluster_whose_api_server_stops_is_served_from_its_cache_and_slows_no_
         try:
             wait_until(lambda: "b-after" in _names(http.get(f"/clusters/b{cms}")), 60,
                        message="b followed again once its API server was back")
-            assert "warning" not in http.get(f"/clusters/b{cms}").headers
+            # and says so once its API server has answered a heartbeat again (every 5 s)
+            wait_until(lambda: "warning" not in http.get(f"/clusters/b{cms}").headers, 15,
+                       message="no Warning once b answers again")
         finally:
             KubeAPI.for_cluster(b).delete("/api/v1/namespaces/team/configmaps/b-after")
+
+
+def test_merged_lists_are_the_union_of_what_the_caller_may_read_in_each_cluster(three, gateway):
+    """alice, merged: exactly the clusters where her own request is allowed, in order, each
+    item tagged; a cluster she may not read is left out without an error."""
+    token = three["a"].user.token
+    with _client(gateway, token) as http:
+        for path in ("/api/v1/pods", "/api/v1/namespaces/team/pods",
+                     "/api/v1/namespaces/team/configmaps", "/api/v1/namespaces/other/pods"):
+            want = []
+            for name in ("a", "b", "c"):
+                if _as_alice(three[name], path, "c:" if name == "c" else "") == 200:
+                    items = KubeAPI.for_cluster(three[name]).get(path)["items"]
+                    want += [(name, i["metadata"]["namespace"], i["metadata"]["name"])
+                             for i in items]
+            merged = http.get(f"/clusters/*{path}")
+            if not want:
+                assert merged.status_code == 403, (path, merged.text)
+                continue
+            assert merged.status_code == 200, merged.text
+            got = [(i["metadata"]["annotations"]["kube-cache-gateway.io/cluster"],
+                    i["metadata"]["namespace"], i["metadata"]["name"])
+                   for i in merged.json()["items"]]
+            assert got == sorted(want), path
+
+
+def test_merged_pages_of_seven_under_churn_in_all_three_return_every_lasting_object_once(
+        three, gateway):
+    ns = "paging"
+    kubes = {name: KubeAPI.for_cluster(c) for name, c in three.items()}
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    for name, kube in kubes.items():
+        kube.ensure_namespace(ns)
+        for i in range(10):
+            kube.delete(f"{path}/{name}-{i:02d}")
+            kube.create(path, {"metadata": {"name": f"{name}-{i:02d}"}})
+    lasting = {(name, ns, f"{name}-{i:02d}") for name in kubes for i in range(10) if i % 3}
+    with _client(gateway, three["a"].admin.token) as http:
+        wait_until(lambda: len(http.get(f"/clusters/*{path}").json()["items"]) == 30, 30,
+                   message="every cluster's objects cached")
+        seen: list[tuple] = []
+        page = http.get(f"/clusters/*{path}", params={"limit": 7})
+        round_ = 0
+        while True:
+            assert page.status_code == 200, page.text
+            seen += [(i["metadata"]["annotations"]["kube-cache-gateway.io/cluster"], ns,
+                      i["metadata"]["name"]) for i in page.json()["items"]]
+            token = page.json()["metadata"].get("continue")
+            if not token:
+                break
+            for name, kube in kubes.items():  # churn everywhere between pages
+                kube.delete(f"{path}/{name}-{round_ * 3:02d}")
+                kube.create(path, {"metadata": {"name": f"{name}-new-{round_}"}})
+                kube.patch(f"{path}/{name}-01", {"data": {"round": str(round_)}})
+            round_ += 1
+            time.sleep(0.3)
+            page = http.get(f"/clusters/*{path}", params={"limit": 7, "continue": token})
+    assert round_ >= 4, "several pages"
+    assert lasting <= set(seen), sorted(lasting - set(seen))
+    assert len(seen) == len(set(seen)), "no object twice"

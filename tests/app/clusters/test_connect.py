@@ -80,3 +80,25 @@ def test_the_client_of_a_file_spec_uses_its_kubeconfig_and_context(tmp_path):
         assert default.configuration.host == "https://one.example:6443", "--kubeconfig, current context"
     finally:
         default.close()
+
+
+def test_the_gateways_own_namespace_is_its_pods_else_its_contexts_else_default(tmp_path):
+    from app.clusters.connect import own_namespace
+
+    account = tmp_path / "sa"
+    account.mkdir()
+    (account / "namespace").write_text("kcg-system\n")
+    assert own_namespace(Settings(serviceaccount_dir=str(account))) == "kcg-system"
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "one",
+        "clusters": [{"name": "c", "cluster": {"server": "https://x"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "one", "context": {"cluster": "c", "user": "u", "namespace": "ops"}},
+                     {"name": "two", "context": {"cluster": "c", "user": "u"}}]}))
+    nowhere = str(tmp_path / "no-sa")
+    assert own_namespace(Settings(serviceaccount_dir=nowhere, kubeconfig=str(path))) == "ops"
+    assert own_namespace(Settings(serviceaccount_dir=nowhere, kubeconfig=str(path),
+                                  context="two")) == "default"
+    assert own_namespace(Settings(serviceaccount_dir=nowhere,
+                                  kubeconfig=str(tmp_path / "missing"))) == "default"

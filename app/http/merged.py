@@ -1,0 +1,347 @@
+"""Merged reads: ``/clusters/*/`` + a collection path, every cluster's objects in one list.
+
+``?clusters=a,b`` narrows ``*`` to those clusters. Each cluster is asked as it would be on
+its own path — its resource, its caller's rights (``SubjectAccessReview`` in that cluster),
+its cache — and what cannot be had from one cluster leaves that cluster out without
+failing the others:
+
+- a cluster whose caller may not read the resource: left out, silently (as a namespace
+  a caller may not read is left out of a partitioned list);
+- a cluster that does not serve the resource, whose review failed, or whose cache never
+  synced: left out with a ``Warning`` naming it;
+- none at all: ``404`` if no cluster serves the resource, else ``403`` (``503`` when some
+  were left out only because they could not be asked).
+
+Every item carries the annotation ``kube-cache-gateway.io/cluster: NAME``, set on a copy
+(never on what is cached) and kept under ``fields=``. Items are ordered by cluster name,
+then as each cluster orders them (namespace, then name); with ``sortBy``, by its keys,
+then cluster, namespace and name. ``summary`` adds each cluster's counts, and counts by
+the cluster annotation when asked.
+
+The list's ``metadata.resourceVersion`` is an opaque token naming each cluster's version
+(``kcg1.`` + base64url JSON): never an integer, so no client can mistake it for one cluster's.
+``continue`` holds the clusters' versions and the last item's place (cluster and key, or
+its sort place), never an offset: the next page starts after that place in the clusters'
+order as it is then, so an object that lasts the whole walk is returned exactly once,
+however the clusters churn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import dataclasses
+import binascii
+import heapq
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app.auth.authorization import Access
+from app.auth.reviews import ReviewError
+from app.kube.envelope import ListBody, list_metadata
+from app.cache.requested_version import fresh_enough
+from app.http.resources import check_scope, select_consistent
+from app.kube.request import Query, negotiate, parse_path, parse_query
+from app.kube.status import StatusError, bad_request, method_not_allowed, not_found
+from app.kube.table import table_bytes
+from app.query.selection import Selection
+from informer_core.encoded import EncodedObject
+
+__all__ = ["CLUSTER_ANNOTATION", "decode_versions", "encode_versions", "merged_endpoint"]
+
+CLUSTER_ANNOTATION = "kube-cache-gateway.io/cluster"
+_ANNOTATION_PATH = f"metadata.annotations[{CLUSTER_ANNOTATION}]"
+_TOKEN = "kcg1."
+_TAIL = b"]}"
+
+
+def encode_versions(versions: dict[str, str]) -> str:
+    """The opaque token naming each cluster's version."""
+    return _TOKEN + base64.urlsafe_b64encode(orjson.dumps(versions, option=orjson.OPT_SORT_KEYS)
+                                             ).decode().rstrip("=")
+
+
+def decode_versions(token: str) -> dict[str, str]:
+    """Each cluster's version a token names.
+
+    Raises:
+        StatusError: 400 for a token this gateway did not issue.
+    """
+    try:
+        if not token.startswith(_TOKEN):
+            raise ValueError
+        body = token[len(_TOKEN):]
+        versions = orjson.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        if not isinstance(versions, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) and v.isdigit() for k, v in versions.items()):
+            raise ValueError
+    except (ValueError, binascii.Error, orjson.JSONDecodeError):
+        raise bad_request(f"invalid resourceVersion {token[:64]!r}: under /clusters/*/ a version "
+                          f"is the token of a merged list") from None
+    return versions
+
+
+def tagged(raw: bytes, cluster: str) -> bytes:
+    """``raw`` (an object's JSON) with the cluster annotation, on a copy."""
+    obj = orjson.loads(raw)
+    meta = obj.setdefault("metadata", {})
+    annotations = meta.get("annotations")
+    if not isinstance(annotations, dict):
+        annotations = meta["annotations"] = {}
+    annotations[CLUSTER_ANNOTATION] = cluster
+    return orjson.dumps(obj)
+
+
+class _Part:
+    """One cluster's share of a merged list."""
+
+    __slots__ = ("cluster", "entry", "objects", "places", "version", "summary")
+
+    def __init__(self, cluster: Any, entry: Any, objects: list[EncodedObject],
+                 places: Sequence[tuple] | None, version: str, summary: bytes | None) -> None:
+        self.cluster, self.entry, self.objects = cluster, entry, objects
+        self.places, self.version, self.summary = places, version, summary
+
+
+async def merged_endpoint(request: Request) -> Response:
+    """Answer a collection path under ``/clusters/*/`` (see the module).
+
+    Raises:
+        StatusError: every error answer.
+    """
+    gateway = request.app.state.gateway
+    if request.method == "OPTIONS":
+        return Response(status_code=204, headers={"Allow": "GET, HEAD, OPTIONS"})
+    if request.method not in ("GET", "HEAD"):
+        raise method_not_allowed(request.method)
+    target = parse_path(request.scope["path"])
+    if target.name is not None:
+        raise bad_request(f"a get by name ({target.name!r}) is not served under /clusters/*/: "
+                          f"names are per cluster; ask /clusters/NAME/...")
+    raw = request.scope.get("query_string", b"")
+    query, names, asked_version = _query(raw, gateway)
+    accept = negotiate(request.headers.get("accept"), allow_sse=True)
+    if query.watch or accept.kind == "sse":
+        raise StatusError(400, "watches and event streams of several clusters at once are not "
+                               "served yet: watch each cluster at /clusters/NAME/...",
+                          "BadRequest")
+    clusters = _chosen(gateway, names)
+    warnings: list[str] = []
+
+    async def part_of(cluster: Any) -> _Part | None | StatusError:
+        try:
+            resource = await cluster.caches.resolve(target)
+            check_scope(target, resource)
+        except StatusError as error:
+            if error.code == 404:
+                warnings.append(f"cluster {cluster.name}: {error.message}")
+                return None
+            raise
+        access = Access("list", resource, target.namespace)
+        try:
+            grant = await cluster.authorization.authorize(request.scope, access)
+        except ReviewError as error:
+            warnings.append(f"cluster {cluster.name}: left out: {error.message}")
+            return error
+        except StatusError as error:
+            if error.code == 403:
+                return error  # left out without a word: the caller may not read it there
+            raise
+        try:
+            entry = await cluster.caches.load(resource, wait=gateway.settings.sync_timeout)
+        except StatusError as error:
+            warnings.append(f"cluster {cluster.name}: left out: {error.message}")
+            return error
+        selection = Selection(target.namespace, query.labels, query.fields, grant.namespaces,
+                              query.filters)
+        dashboard = bool(query.view_text)
+        objects, version = await select_consistent(entry, selection, filtered=not dashboard)
+        if asked_version is not None and cluster.name in asked_version:
+            # not older than the token's version of this cluster (waited for, as on its path)
+            await fresh_enough(entry.hub, dataclasses.replace(
+                query, resource_version=asked_version[cluster.name]), listing=True)
+        places, summary = None, None
+        if dashboard:
+            fingerprint = (f"merged|{entry.resource.gvr}|{selection.namespace}|{query.label_text}|"
+                           f"{query.field_text}|{query.view_text}|{selection.partition}")
+            result = await entry.queries.result(objects, query, fingerprint, version)
+            objects, places, summary = result.objects, result.places, result.summary
+        return _Part(cluster, entry, objects, places, version, summary)
+
+    answers = await asyncio.gather(*(part_of(c) for c in clusters))
+    parts = [a for a in answers if isinstance(a, _Part)]
+    if not parts:
+        refusals = [a for a in answers if isinstance(a, StatusError)]
+        if not refusals:
+            raise not_found(f"no cluster serves the resource of {request.scope['path']}: "
+                            f"{'; '.join(warnings)}")
+        if any(r.code != 403 for r in refusals):
+            raise StatusError(503, "no cluster could be read: " + "; ".join(warnings),
+                              "ServiceUnavailable", headers={"Retry-After": "1"})
+        raise refusals[0]
+    versions = {p.cluster.name: p.version for p in parts}
+    headers = {"Cache-Control": "no-cache, private"}
+    if warnings:
+        headers["Warning"] = ", ".join(f'299 - "{w[:300]}"' for w in sorted(warnings))
+    if query.summary is not None:
+        return Response(_summary(parts, query, versions), media_type="application/json",
+                        headers=headers)
+    ordered = _ordered(parts, query)
+    fingerprint = f"{target.group}/{target.resource}|{target.namespace}|{query.label_text}|" \
+                  f"{query.field_text}|{query.view_text}|{','.join(sorted(versions))}"
+    start = 0
+    if query.continue_key is not None:
+        start = _after(ordered, _decode_place(query.continue_key, fingerprint), query)
+    end, token, remaining = len(ordered), "", None
+    if query.limit and end - start > query.limit:
+        end = start + query.limit
+        remaining = len(ordered) - end
+        token = _encode_place(ordered[end - 1], fingerprint, versions)
+    page = ordered[start:end]
+    rv = encode_versions(versions)
+    first = parts[0].entry
+    if accept.kind == "table":
+        rows = [orjson.loads(tagged(obj.raw, cluster)) for _, cluster, obj in page]
+        body = table_bytes(rows, first.printer, table_version=accept.table_version,
+                           include=query.include_object, resource_version=rv,
+                           continue_token=token, remaining=remaining)
+        return Response(body, media_type="application/json", headers=headers)
+    res = first.resource
+    head = (b'{"apiVersion":' + orjson.dumps(res.api_version) + b',"kind":'
+            + orjson.dumps(res.list_kind) + b',"metadata":'
+            + orjson.dumps(list_metadata(rv, token, remaining)) + b',"items":[')
+    if query.fields_paths is not None:
+        projected = []
+        by_part = {p.cluster.name: p for p in parts}
+        for _, cluster, obj in page:
+            queries = by_part[cluster].entry.queries
+            (item,) = await queries.project(
+                queries.projection(query.fields_text, query.fields_paths), [obj])
+            projected.append(tagged(item, cluster))
+        items = projected
+    else:
+        items = [tagged(obj.raw, cluster) for _, cluster, obj in page]
+    return ListBody(head, items, _TAIL, headers)
+
+
+def _query(raw: bytes, gateway: Any) -> tuple[Query, list[str] | None, dict[str, str] | None]:
+    """The query, the clusters asked for, and the versions a token names (taken out first:
+    a token is not one cluster's version, which the query parser would refuse)."""
+    from urllib.parse import parse_qsl, urlencode
+
+    pairs = parse_qsl(raw.decode("latin-1"), keep_blank_values=True)
+    names: list[str] | None = None
+    versions: dict[str, str] | None = None
+    kept = []
+    for key, value in pairs:
+        if key == "clusters":
+            names = [n.strip() for n in value.split(",") if n.strip()]
+        elif key == "resourceVersion" and value not in ("", "0"):
+            versions = decode_versions(value)
+        else:
+            kept.append((key, value))
+    return parse_query(urlencode(kept), gateway.settings.max_query_length), names, versions
+
+
+def _chosen(gateway: Any, names: list[str] | None) -> list[Any]:
+    """The clusters of a merged read, in name order.
+
+    Raises:
+        StatusError: 404 for a cluster named in ``?clusters=`` that is not served.
+    """
+    if names is None:
+        return [gateway.clusters[n] for n in sorted(gateway.clusters)]
+    chosen = []
+    for name in sorted(set(names)):
+        chosen.append(gateway.cluster(name))  # 404 or 503 naming it
+    return chosen
+
+
+def _ordered(parts: list[_Part], query: Query) -> list[tuple[tuple, str, EncodedObject]]:
+    """Every item with its merged place: (place, cluster, object), in the merged order."""
+    if query.ordering is None:
+        return [((p.cluster.name, o.key), p.cluster.name, o) for p in parts for o in p.objects]
+    ordering = query.ordering
+    streams = []
+    for p in parts:
+        name = p.cluster.name
+        streams.append([((*place[:-2], name, *place[-2:]), name, o)
+                        for place, o in zip(p.places, p.objects)])
+    comparable = _Comparable(ordering)
+    return list(heapq.merge(*streams, key=lambda item: comparable(item[0])))
+
+
+class _Comparable:
+    """Merged places compared as the ordering compares its own (directions on its keys)."""
+
+    def __init__(self, ordering: Any) -> None:
+        self._ordering = ordering
+
+    def __call__(self, place: tuple) -> tuple:
+        return self._ordering._comparable(place)
+
+
+def _encode_place(item: tuple, fingerprint: str, versions: dict[str, str]) -> str:
+    place, _, _ = item
+    doc = {"v": 1, "q": fingerprint, "p": list(place), "r": versions}
+    return base64.urlsafe_b64encode(orjson.dumps(doc)).decode()
+
+
+def _decode_place(token: str, fingerprint: str) -> list:
+    try:
+        doc = orjson.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
+        if not isinstance(doc, dict) or doc.get("v") != 1 or not isinstance(doc.get("p"), list):
+            raise ValueError
+    except (ValueError, binascii.Error, orjson.JSONDecodeError):
+        raise bad_request(f"invalid continue token {token[:64]!r}: it was not issued by this "
+                          "gateway for a merged list; start the list again without "
+                          "'continue'") from None
+    if doc.get("q") != fingerprint:
+        raise bad_request("the continue token belongs to a different query (selectors and "
+                          "clusters must stay the same while paging)")
+    return doc["p"]
+
+
+def _after(ordered: list[tuple], place: list, query: Query) -> int:
+    """The index of the first item after ``place`` (a merged place read back from a token)."""
+    from bisect import bisect_right
+
+    if query.ordering is None:
+        if len(place) != 2 or not all(isinstance(x, str) for x in place):
+            raise bad_request("invalid continue token: it holds no place in this list")
+        return bisect_right(ordered, (place[0], place[1]), key=lambda item: item[0])
+    keys = len(query.ordering.keys)
+    if len(place) != keys + 3 or not isinstance(place[keys], str):
+        raise bad_request("invalid continue token: it holds no place in this sort order")
+    checked = query.ordering.check_place([*place[:keys], *place[keys + 1:]])
+    if checked is None:
+        raise bad_request("invalid continue token: it holds no place in this sort order")
+    position = (*checked[:keys], place[keys], *checked[keys:])
+    comparable = _Comparable(query.ordering)
+    return bisect_right(ordered, comparable(position), key=lambda item: comparable(item[0]))
+
+
+def _summary(parts: list[_Part], query: Query, versions: dict[str, str]) -> bytes:
+    """Each cluster's counts added up; by the cluster annotation, each cluster's total."""
+    total = 0
+    counts: dict[str, dict[str, int]] = {}
+    for part in parts:
+        doc = orjson.loads(part.summary) if part.summary else {"total": 0, "counts": {}}
+        total += doc["total"]
+        for path in query.summary or ():
+            into = counts.setdefault(path.text, {})
+            if path.text == _ANNOTATION_PATH:
+                if doc["total"]:
+                    into[part.cluster.name] = into.get(part.cluster.name, 0) + doc["total"]
+                continue
+            for value, count in (doc["counts"].get(path.text) or {}).items():
+                into[value] = into.get(value, 0) + count
+    return orjson.dumps({"apiVersion": "v1", "kind": "Summary",
+                         "metadata": {"resourceVersion": encode_versions(versions)},
+                         "total": total, "counts": {k: dict(sorted(v.items()))
+                                                    for k, v in counts.items()}})
+

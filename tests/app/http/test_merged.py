@@ -1,0 +1,181 @@
+"""Merged lists under /clusters/*/: every cluster's objects in one list, in a stated order,
+tagged on a copy, paged without skipping or repeating, with an opaque version token."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import httpx
+import pytest
+
+from control_plane.fake import FakeCluster
+from control_plane.kubeapi import widget_crd
+from tests.app.conftest import run_fake_clusters
+
+ANNOTATION = "kube-cache-gateway.io/cluster"
+CM = "/api/v1/namespaces/{ns}/configmaps"
+
+
+def _fake(**namespaces: list[str]) -> FakeCluster:
+    fake = FakeCluster()
+    for ns, names in namespaces.items():
+        fake.ensure_namespace(ns)
+        for name in names:
+            fake.create(CM.format(ns=ns), {"metadata": {"name": name, "labels": {"size": str(len(name))}},
+                                           "data": {"n": str(len(name))}})
+    return fake
+
+
+@pytest.fixture
+def three(tmp_path):
+    fakes = {"b": _fake(apps=["b2", "b1"], ops=["b3"]), "a": _fake(apps=["a1"]),
+             "c": _fake(apps=["c-long"])}
+    with run_fake_clusters(fakes, tmp_path / "clusters.yaml", default="b") as gw:
+        gw.fakes = fakes
+        yield gw
+
+
+def _items(answer: httpx.Response) -> list[tuple[str, str, str]]:
+    assert answer.status_code == 200, answer.text
+    return [(i["metadata"]["annotations"][ANNOTATION], i["metadata"].get("namespace", ""),
+             i["metadata"]["name"]) for i in answer.json()["items"]]
+
+
+def test_every_cluster_in_name_order_then_namespace_then_name_each_item_tagged(three):
+    answer = httpx.get(three.url + "/clusters/*/api/v1/configmaps")
+    assert _items(answer) == [("a", "apps", "a1"), ("b", "apps", "b1"), ("b", "apps", "b2"),
+                              ("b", "ops", "b3"), ("c", "apps", "c-long")]
+    assert answer.json()["kind"] == "ConfigMapList"
+    # tagged on a copy: what each cluster serves on its own path carries no annotation
+    own = httpx.get(three.url + "/clusters/b" + CM.format(ns="apps") + "/b1").json()
+    assert ANNOTATION not in (own["metadata"].get("annotations") or {})
+    short = httpx.get(three.url + "/clusters/*/core/v1/namespaces/apps/configmaps")
+    assert [n for _, _, n in _items(short)] == ["a1", "b1", "b2", "c-long"]
+
+
+def test_the_version_is_an_opaque_token_naming_each_clusters_version(three):
+    meta = httpx.get(three.url + "/clusters/*/api/v1/configmaps").json()["metadata"]
+    token = meta["resourceVersion"]
+    assert token.startswith("kcg1.") and not token.isdigit()
+    body = token[5:]
+    versions = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    assert sorted(versions) == ["a", "b", "c"] and all(v.isdigit() for v in versions.values())
+    again = httpx.get(three.url + "/clusters/*/api/v1/configmaps", params={"resourceVersion": token})
+    assert again.status_code == 200, "a list not older than the token's versions"
+    bad = httpx.get(three.url + "/clusters/*/api/v1/configmaps", params={"resourceVersion": "42"})
+    assert bad.status_code == 400 and bad.json()["reason"] == "BadRequest"
+
+
+def test_clusters_narrows_the_star_whatever_its_order(three):
+    answer = httpx.get(three.url + "/clusters/*/api/v1/configmaps", params={"clusters": "c,a"})
+    assert [c for c, _, _ in _items(answer)] == ["a", "c"]
+    unknown = httpx.get(three.url + "/clusters/*/api/v1/configmaps", params={"clusters": "a,zz"})
+    assert unknown.status_code == 404 and "'zz'" in unknown.json()["message"]
+
+
+def test_pages_of_two_return_every_lasting_object_once_while_the_clusters_churn(three):
+    url = three.url + "/clusters/*/api/v1/configmaps"
+    seen: list[tuple] = []
+    page = httpx.get(url, params={"limit": 2})
+    fakes = three.fakes
+    churned = False
+    while True:
+        seen += _items(page)
+        token = page.json()["metadata"].get("continue")
+        if not token:
+            break
+        if not churned:  # between pages: one created before the place, one after, one deleted
+            fakes["a"].create(CM.format(ns="apps"), {"metadata": {"name": "a0"}})
+            fakes["c"].create(CM.format(ns="apps"), {"metadata": {"name": "c-new"}})
+            fakes["b"].delete(CM.format(ns="ops") + "/b3")
+            churned = True
+            import time
+            time.sleep(0.5)  # the caches follow
+        page = httpx.get(url, params={"limit": 2, "continue": token})
+    lasting = {("a", "apps", "a1"), ("b", "apps", "b1"), ("b", "apps", "b2"), ("c", "apps", "c-long")}
+    assert lasting <= set(seen) and len(seen) == len(set(seen)), seen
+    assert ("a", "apps", "a0") not in seen, "created before the place: after it, never"
+
+
+def test_sort_by_its_keys_then_cluster_namespace_and_name(three):
+    answer = httpx.get(three.url + "/clusters/*/api/v1/configmaps",
+                       params={"sortBy": "-data.n", "limit": 3})
+    first = _items(answer)
+    assert first == [("c", "apps", "c-long"), ("a", "apps", "a1"), ("b", "apps", "b1")]
+    rest = httpx.get(three.url + "/clusters/*/api/v1/configmaps",
+                     params={"sortBy": "-data.n", "continue": answer.json()["metadata"]["continue"]})
+    assert _items(rest) == [("b", "apps", "b2"), ("b", "ops", "b3")]
+
+
+def test_filters_fields_and_summary_across_clusters(three):
+    url = three.url + "/clusters/*/api/v1/configmaps"
+    filtered = httpx.get(url, params={"filter": "data.n=2"})
+    assert [n for _, _, n in _items(filtered)] == ["a1", "b1", "b2", "b3"]
+    (projected,) = httpx.get(url, params={"fields": "data.n", "clusters": "c"}).json()["items"]
+    assert projected["data"] == {"n": "6"}, "only the fields asked for (and identity)"
+    assert projected["metadata"]["annotations"] == {ANNOTATION: "c"}, "the cluster, kept"
+    summary = httpx.get(url, params={
+        "summary": f"data.n,metadata.annotations[{ANNOTATION}]"}).json()
+    assert summary["kind"] == "Summary" and summary["total"] == 5
+    assert summary["counts"]["data.n"] == {"2": 4, "6": 1}
+    assert summary["counts"][f"metadata.annotations[{ANNOTATION}]"] == {"a": 1, "b": 3, "c": 1}
+
+
+def test_a_resource_some_clusters_serve_is_merged_from_those_with_a_warning(three):
+    three.fakes["a"].create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", widget_crd())
+    three.fakes["a"].ensure_namespace("apps")
+    three.fakes["a"].create("/apis/example.com/v1/namespaces/apps/widgets",
+                            {"apiVersion": "example.com/v1", "kind": "Widget",
+                             "metadata": {"name": "w"}})
+    answer = httpx.get(three.url + "/clusters/*/apis/example.com/v1/widgets")
+    assert _items(answer) == [("a", "apps", "w")]
+    warning = answer.headers["warning"]
+    assert "cluster b:" in warning and "cluster c:" in warning
+    none = httpx.get(three.url + "/clusters/*/apis/example.com/v1/gadgets")
+    assert none.status_code == 404
+
+
+@pytest.mark.parametrize("path,params,code", [
+    ("/clusters/*/api/v1/namespaces/apps/configmaps/b1", {}, 400),  # names are per cluster
+    ("/clusters/*/api/v1", {}, 404),  # discovery is each cluster's
+    ("/clusters/*/api/v1/configmaps", {"continue": "not-a-token"}, 400),
+    ("/clusters/*/api/v1/configmaps", {"labelSelector": "a in (b"}, 400),
+])
+def test_bad_merged_reads_are_a_status_with_the_right_code(three, path, params, code):
+    answer = httpx.get(three.url + path, params=params)
+    assert answer.status_code == code
+    assert answer.json()["kind"] == "Status" and answer.json()["code"] == code
+
+
+def test_kubectl_tables_merge_too(three):
+    answer = httpx.get(three.url + "/clusters/*/api/v1/namespaces/apps/configmaps", headers={
+        "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"})
+    rows = answer.json()["rows"]
+    assert [r["cells"][0] for r in rows] == ["a1", "b1", "b2", "c-long"]
+
+
+def test_each_clusters_own_rights_decide_what_a_merged_list_holds(tmp_path):
+    from tests.app.fake_reviewer import TableReviewer
+
+    alice = {"username": "alice", "groups": ["system:authenticated"]}
+    reviewers = {
+        "a": TableReviewer({"t-alice": alice}, {("alice", "list", "configmaps", "apps")}),
+        "b": TableReviewer(),  # she may read nothing in b
+        "c": TableReviewer(),  # c cannot be asked
+    }
+    reviewers["c"].failing = True
+    fakes = {"a": _fake(apps=["a1"]), "b": _fake(apps=["b1"]), "c": _fake(apps=["c1"])}
+    with run_fake_clusters(fakes, tmp_path / "clusters.yaml", reviewers=reviewers,
+                           authz="kubernetes") as gw, \
+            httpx.Client(base_url=gw.url, headers={"Authorization": "Bearer t-alice"}) as http:
+        url = "/clusters/*" + CM.format(ns="apps")
+        answer = http.get(url)
+        assert _items(answer) == [("a", "apps", "a1")], "b left out without a word"
+        assert "cluster c:" in answer.headers["warning"] and "cluster b" not in answer.headers["warning"]
+        assert http.get(url, params={"clusters": "b"}).status_code == 403
+        assert http.get(url, params={"clusters": "b,c"}).status_code == 503
+        assert http.get(url, headers={"Authorization": "Bearer nope"}).status_code == 401
+        # the token was reviewed once, by the identity cluster (the default: a)
+        assert [t for t, _ in reviewers["a"].token_reviews] == ["t-alice", "nope"]
+        assert not reviewers["b"].token_reviews and not reviewers["c"].token_reviews
