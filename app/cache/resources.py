@@ -477,3 +477,8 @@ class ClusterCache:
     def api_server_answers(self) -> bool:
         """Whether the API server answered the last heartbeat (no request made here)."""
         return self._reachable[1]
+
+    def api_server_away(self) -> bool:
+        """Whether the last heartbeat went unanswered (not before the first has been asked)."""
+        checked_at, ok = self._reachable
+        return checked_at > 0 and not ok

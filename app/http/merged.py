@@ -133,14 +133,19 @@ async def merged_endpoint(request: Request) -> Response:
     warnings: list[str] = []
 
     async def part_of(cluster: Any) -> _Part | None | StatusError:
+        caches = cluster.caches
+        # a cluster whose API server does not answer is never waited for: what its cache
+        # holds is served, and one that holds nothing is left out at once
+        away = caches.api_server_away()
+        if away and not cluster.discovery.loaded():
+            warnings.append(f"cluster {cluster.name}: left out: its API server does not answer")
+            return StatusError(503, "unreachable", "ServiceUnavailable")
         try:
-            resource = await cluster.caches.resolve(target)
+            resource = await caches.resolve(target)
             check_scope(target, resource)
         except StatusError as error:
-            if error.code == 404:
-                warnings.append(f"cluster {cluster.name}: {error.message}")
-                return None
-            raise
+            warnings.append(f"cluster {cluster.name}: left out: {error.message}")
+            return None if error.code in (404, 405) else error
         access = Access("list", resource, target.namespace)
         try:
             grant = await cluster.authorization.authorize(request.scope, access)
@@ -152,7 +157,8 @@ async def merged_endpoint(request: Request) -> Response:
                 return error  # left out without a word: the caller may not read it there
             raise
         try:
-            entry = await cluster.caches.load(resource, wait=gateway.settings.sync_timeout)
+            entry = await caches.load(resource, wait=0.0 if away and caches.ready_entry(
+                resource.gvr) is None else gateway.settings.sync_timeout)
         except StatusError as error:
             warnings.append(f"cluster {cluster.name}: left out: {error.message}")
             return error

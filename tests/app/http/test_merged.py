@@ -179,3 +179,29 @@ def test_each_clusters_own_rights_decide_what_a_merged_list_holds(tmp_path):
         # the token was reviewed once, by the identity cluster (the default: a)
         assert [t for t, _ in reviewers["a"].token_reviews] == ["t-alice", "nope"]
         assert not reviewers["b"].token_reviews and not reviewers["c"].token_reviews
+
+
+def test_a_cluster_whose_api_server_never_answered_is_left_out_at_once(tmp_path):
+    import time
+
+    from tests.helpers import wait_until
+
+    dead = FakeCluster()
+
+    def refuse(path, timeout=30.0):
+        raise ConnectionError("connection refused")
+
+    dead.fetch = refuse
+    fakes = {"a": _fake(apps=["a1"]), "dead": dead}
+    with run_fake_clusters(fakes, tmp_path / "clusters.yaml") as gw:
+        wait_until(lambda: gw.gateway.clusters["dead"].caches.api_server_away(), 10,
+                   message="the heartbeat found it away")
+        began = time.monotonic()
+        answer = httpx.get(gw.url + "/clusters/*/api/v1/namespaces/apps/configmaps")
+        took = time.monotonic() - began
+        assert _items(answer) == [("a", "apps", "a1")]
+        assert "cluster dead: left out: its API server does not answer" in answer.headers["warning"]
+        assert took < 1.0, f"{took:.2f} s: a dead cluster must not slow the others"
+        alone = httpx.get(gw.url + "/clusters/*/api/v1/namespaces/apps/configmaps",
+                          params={"clusters": "dead"})
+        assert alone.status_code == 503 and alone.json()["reason"] == "ServiceUnavailable"
