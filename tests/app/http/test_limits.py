@@ -373,10 +373,14 @@ def _p99(values: list[float]) -> float:
 
 
 def _drain_to_the_end(conns: list[socket.socket], within: float) -> list[socket.socket]:
-    """Read every connection until it is closed or reset; return those still open after ``within``.
+    """Read every connection until it is closed or reset; return those still open after ``within``
+    (every connection is closed here, whatever it returns).
 
     Read together: a server kernel that backs off probing a zero window may take a while
-    to send the rest, and fifty of those one after the other would not fit the test.
+    to send the rest, and fifty of those one after the other would not fit the test. A
+    connection that stays silent is prodded every few seconds with a byte, as a keepalive
+    would: a server kernel that has already dropped it answers with a reset at once,
+    where waiting for its next zero-window probe could take minutes.
     """
     import selectors
 
@@ -385,6 +389,7 @@ def _drain_to_the_end(conns: list[socket.socket], within: float) -> list[socket.
         conn.setblocking(False)
         selector.register(conn, selectors.EVENT_READ)
     deadline = time.monotonic() + within
+    prod_at = time.monotonic() + 5.0
     while selector.get_map() and time.monotonic() < deadline:
         for key, _ in selector.select(timeout=1.0):
             try:
@@ -396,8 +401,20 @@ def _drain_to_the_end(conns: list[socket.socket], within: float) -> list[socket.
                 pass
             selector.unregister(key.fileobj)
             key.fileobj.close()
+        if time.monotonic() >= prod_at:
+            prod_at = time.monotonic() + 5.0
+            for key in list(selector.get_map().values()):
+                try:
+                    key.fileobj.send(b"\r\n")
+                except (BlockingIOError, InterruptedError):
+                    pass
+                except OSError:  # reset or broken: the server's side is gone
+                    selector.unregister(key.fileobj)
+                    key.fileobj.close()
     still_open = [key.fileobj for key in selector.get_map().values()]
     selector.close()
+    for conn in still_open:
+        conn.close()
     return still_open
 
 

@@ -121,9 +121,11 @@ def test_the_page_follows_the_cluster_live(local_cluster, kube, namespace, tmp_p
         try:
             page.wait(lambda: page.evaluate("document.querySelector('#state').dataset.state") == "live",
                       "the stream to sync")
-            assert page.rows() == {f"{namespace}/web-0": ["web-0", "Running", "web:1"],
-                                   f"{namespace}/web-1": ["web-1", "Running", "web:1"],
-                                   f"{namespace}/api-2": ["api-2", "Running", "api:1"]}
+            # rows are painted on the next animation frame after SYNCED: wait for that frame
+            page.wait(lambda: page.rows() == {f"{namespace}/web-0": ["web-0", "Running", "web:1"],
+                                              f"{namespace}/web-1": ["web-1", "Running", "web:1"],
+                                              f"{namespace}/api-2": ["api-2", "Running", "api:1"]},
+                      "the first rows", timeout=5.0)
             page.wait(lambda: page.badges() == {"*": 3, "Running": 3}, "the badges")
             assert page.evaluate("[...document.querySelectorAll('#resource option')]"
                                  ".some(o => o.value === 'apps/v1/deployments')"), "picked from discovery"
