@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     command = ("python -m bench" + (" --quick" if args.quick else "") + f" --out {args.out}"
                + (f" --json {args.json}" if args.json else ""))
     started = time.monotonic()
-    results: dict = {"size": size, "command": command}
+    results: dict = {"size": size, "command": command, "date": time.strftime("%Y-%m-%d")}
     with LocalCluster() as cluster, tempfile.TemporaryDirectory(prefix="kcg-bench-") as tmp:
         print(f"seeding {size['pods']} pods and {size['configmaps']} configmaps ...", flush=True)
         seed(KubeAPI.for_cluster(cluster), pods=size["pods"], configmaps=size["configmaps"])
