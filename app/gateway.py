@@ -80,6 +80,10 @@ class Gateway:
         self.limiter = StreamLimiter(settings.max_streams, settings.max_streams_per_client)
         self.metrics = Metrics(lambda: self.clusters)
         self.closing = asyncio.Event()
+        # merged streams follow the clusters as they come and go: each counts the changes
+        # and is woken by one (``app.streams.merged``)
+        self.clusters_version = 0
+        self.clusters_changed: set[asyncio.Event] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
         self._sizing: asyncio.Task | None = None
 
@@ -202,6 +206,7 @@ class Gateway:
         self.clusters[cluster.name] = cluster
         if self.loop is not None:
             await cluster.start()
+        self._changed()
         log.info("serving cluster %s", cluster.name)
 
     async def remove(self, name: str) -> None:
@@ -211,8 +216,14 @@ class Gateway:
         if cluster is None:
             return
         log.info("no longer serving cluster %s", name)
+        self._changed()
         await cluster.stop(not_found(f"cluster {name!r} is no longer served by this gateway",
                                      resource="clusters", name=name))
+
+    def _changed(self) -> None:
+        self.clusters_version += 1
+        for wakeup in self.clusters_changed:
+            wakeup.set()
 
     async def _size_query_memory(self) -> None:
         """Keep the queries' budget at twice the bytes of the objects cached (at least

@@ -161,6 +161,14 @@ class Event:
             return _WATCH_PREFIX[name], raw, b"}\n"
         return (b"id: " + self.id.encode() + b"\nevent: " + name + b"\ndata: ", raw, b"\n\n")
 
+    def derived(self, key: str, make: Any) -> bytes:
+        """Bytes ``make()`` makes of this event, made once under ``key`` and shared by every
+        stream that sends the event the same way (a merged stream's tagged object)."""
+        found = self._frames.get(key)
+        if found is None:
+            found = self._frames[key] = make()
+        return found
+
     def release(self) -> None:
         """Drop decoded copies once fan-out is done (the ring keeps only bytes)."""
         self._decoded.clear()
@@ -169,16 +177,20 @@ class Event:
 class Subscriber:
     """One stream's selection and bounded queue; lives on the loop."""
 
-    def __init__(self, selection: Selection, max_queue: int, client: str = "") -> None:
+    def __init__(self, selection: Selection, max_queue: int, client: str = "",
+                 wakeup: asyncio.Event | None = None,
+                 fell_behind: asyncio.Event | None = None) -> None:
+        """``wakeup`` and ``fell_behind``: shared by the subscribers of one stream over
+        several hubs (a merged stream waits for any of them)."""
         self.selection = selection
         self.client = client
         self._max = max_queue
         self._queue: deque[tuple[Event, str]] = deque()
-        self._wakeup = asyncio.Event()
+        self._wakeup = wakeup or asyncio.Event()
         self.overflowed = False
-        self.fell_behind = asyncio.Event()  # set with overflowed: the stall watch starts
+        # set with overflowed: the stall watch starts
+        self.fell_behind = fell_behind or asyncio.Event()
         self.closed = False
-        self.why = ""  # why it was closed: "unloaded", "gone" (see error) or "shutdown"
         self.error: StatusError | None = None  # the stream's last word, when it has one
         self.after_seq = 0  # events up to this one came with the first state or replay
         # resumed from a version this process had not reached: the changes up to it are the
@@ -247,14 +259,22 @@ class Subscriber:
                 await asyncio.wait_for(self._wakeup.wait(), timeout)
             except asyncio.TimeoutError:
                 return []
+        return self.take()
+
+    def take(self) -> list[tuple[Event, str]]:
+        """What is queued now (maybe nothing), without waiting."""
         batch = list(self._queue)
         self._queue.clear()
         return batch
 
-    def close(self, why: str = "unloaded", error: StatusError | None = None) -> None:
+    @property
+    def waiting(self) -> bool:
+        """Whether events are queued, not yet taken (a bookmark now would pass them by)."""
+        return bool(self._queue)
+
+    def close(self, error: StatusError | None = None) -> None:
         """End the stream: ``error`` is its last word (a resource or cluster that went away)."""
         self.closed = True
-        self.why = why
         self.error = error
         self._wakeup.set()
 
@@ -572,11 +592,11 @@ class EventHub:
         self.subscribers.discard(subscriber)
         self._catching_up.discard(subscriber)
 
-    def close_all(self, why: str = "unloaded", error: StatusError | None = None) -> None:
-        """End every subscriber's stream: ``unloaded``, or ``gone`` with ``error`` (the
-        resource went away from its API server, or its cluster from the gateway)."""
+    def close_all(self, error: StatusError | None = None) -> None:
+        """End every subscriber's stream: unloaded, or with ``error`` (the resource went
+        away from its API server, or its cluster from the gateway)."""
         if self._flush is not None:
             self._flush.cancel()
             self._flush = None
         for subscriber in list(self.subscribers):
-            subscriber.close(why, error)
+            subscriber.close(error)

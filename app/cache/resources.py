@@ -146,7 +146,7 @@ class ClusterCache:
         for task in list(self._pending.values()):
             task.cancel()
         for entry in self._entries.values():
-            entry.hub.close_all("gone" if error is not None else "unloaded", error)
+            entry.hub.close_all(error)
         self._stop.set()
         await run_blocking(self.factory.shutdown)
 
@@ -358,7 +358,7 @@ class ClusterCache:
         entry = self._entries.pop(gvr, None)
         if entry is not None:
             named = f"{gvr.resource}.{gvr.group}" if gvr.group else gvr.resource
-            entry.hub.close_all("gone", not_found(
+            entry.hub.close_all(not_found(
                 f"the resource {named} went away from the API server (its "
                 f"CustomResourceDefinition or API service was deleted)",
                 resource=gvr.resource, group=gvr.group))

@@ -29,9 +29,7 @@ however the clusters churn.
 from __future__ import annotations
 
 import asyncio
-import base64
 import dataclasses
-import binascii
 import heapq
 from collections.abc import Sequence
 from typing import Any
@@ -42,58 +40,76 @@ from starlette.responses import Response
 
 from app.auth.authorization import Access
 from app.auth.reviews import ReviewError
+from app.clusters.merging import CLUSTER_ANNOTATION, decode_versions, encode_versions, tagged
 from app.kube.envelope import ListBody, list_metadata
 from app.cache.requested_version import fresh_enough
 from app.http.resources import check_scope, select_consistent
-from app.kube.request import Query, negotiate, parse_path, parse_query
+from app.kube.request import (Query, decode_continue, encode_continue, negotiate, parse_path,
+                              parse_query)
 from app.kube.status import StatusError, bad_request, method_not_allowed, not_found
 from app.kube.table import table_bytes
 from app.query.selection import Selection
+from app.streams.merged import MergedSSE, MergedWatch, open_merged_stream
 from informer_core.encoded import EncodedObject
 
-__all__ = ["CLUSTER_ANNOTATION", "decode_versions", "encode_versions", "merged_endpoint"]
+__all__ = ["merged_endpoint"]
 
-CLUSTER_ANNOTATION = "kube-cache-gateway.io/cluster"
 _ANNOTATION_PATH = f"metadata.annotations[{CLUSTER_ANNOTATION}]"
-_TOKEN = "kcg1."
 _TAIL = b"]}"
 
 
-def encode_versions(versions: dict[str, str]) -> str:
-    """The opaque token naming each cluster's version."""
-    return _TOKEN + base64.urlsafe_b64encode(orjson.dumps(versions, option=orjson.OPT_SORT_KEYS)
-                                             ).decode().rstrip("=")
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reached:
+    """What a cluster gives a merged read: the resource's ready cache there, and the
+    caller's grant to read it there."""
+
+    cluster: Any
+    entry: Any
+    grant: Any
 
 
-def decode_versions(token: str) -> dict[str, str]:
-    """Each cluster's version a token names.
+async def reach(scope: dict, gateway: Any, cluster: Any, target: Any, verb: str,
+                warnings: list[str], wait: bool = True) -> Reached | StatusError | None:
+    """One cluster's share of a merged read (of ``target``, by ``verb``), or why it has none.
+
+    ``None``: the cluster does not serve the resource (a ``Warning`` said so). A
+    ``StatusError``: it cannot be read now — 403 when the caller may not (said to no one),
+    else with a ``Warning`` (its review failed, its API server does not answer and its cache
+    holds nothing, or the cache has not synced). ``wait``: whether a cache still loading is
+    waited for (``--sync-timeout``); a cluster whose API server does not answer never is.
 
     Raises:
-        StatusError: 400 for a token this gateway did not issue.
+        StatusError: what no cluster could answer differently (a malformed request).
     """
+    caches = cluster.caches
+    away = caches.api_server_away()
+    if away and not cluster.discovery.loaded():
+        warnings.append(f"cluster {cluster.name}: left out: its API server does not answer")
+        return StatusError(503, "unreachable", "ServiceUnavailable")
     try:
-        if not token.startswith(_TOKEN):
-            raise ValueError
-        body = token[len(_TOKEN):]
-        versions = orjson.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-        if not isinstance(versions, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) and v.isdigit() for k, v in versions.items()):
-            raise ValueError
-    except (ValueError, binascii.Error, orjson.JSONDecodeError):
-        raise bad_request(f"invalid resourceVersion {token[:64]!r}: under /clusters/*/ a version "
-                          f"is the token of a merged list") from None
-    return versions
-
-
-def tagged(raw: bytes, cluster: str) -> bytes:
-    """``raw`` (an object's JSON) with the cluster annotation, on a copy."""
-    obj = orjson.loads(raw)
-    meta = obj.setdefault("metadata", {})
-    annotations = meta.get("annotations")
-    if not isinstance(annotations, dict):
-        annotations = meta["annotations"] = {}
-    annotations[CLUSTER_ANNOTATION] = cluster
-    return orjson.dumps(obj)
+        resource = await caches.resolve(target)
+        check_scope(target, resource)
+    except StatusError as error:
+        warnings.append(f"cluster {cluster.name}: left out: {error.message}")
+        return None if error.code in (404, 405) else error
+    try:
+        grant = await cluster.authorization.authorize(
+            scope, Access(verb, resource, target.namespace))
+    except ReviewError as error:
+        warnings.append(f"cluster {cluster.name}: left out: {error.message}")
+        return error
+    except StatusError as error:
+        if error.code == 403:
+            return error  # left out without a word: the caller may not read it there
+        raise
+    ready = caches.ready_entry(resource.gvr)
+    try:
+        entry = ready or await caches.load(resource, wait=gateway.settings.sync_timeout
+                                           if wait and not away else 0.0)
+    except StatusError as error:
+        warnings.append(f"cluster {cluster.name}: left out: {error.message}")
+        return error
+    return Reached(cluster, entry, grant)
 
 
 class _Part:
@@ -125,43 +141,17 @@ async def merged_endpoint(request: Request) -> Response:
     raw = request.scope.get("query_string", b"")
     query, names, asked_version = _query(raw, gateway)
     accept = negotiate(request.headers.get("accept"), allow_sse=True)
-    if query.watch or accept.kind == "sse":
-        raise StatusError(400, "watches and event streams of several clusters at once are not "
-                               "served yet: watch each cluster at /clusters/NAME/...",
-                          "BadRequest")
-    clusters = _chosen(gateway, names)
     warnings: list[str] = []
+    if query.watch or accept.kind == "sse":
+        return await _stream(request, gateway, target, query, accept, names, asked_version,
+                             warnings)
+    clusters = _chosen(gateway, names)
 
     async def part_of(cluster: Any) -> _Part | None | StatusError:
-        caches = cluster.caches
-        # a cluster whose API server does not answer is never waited for: what its cache
-        # holds is served, and one that holds nothing is left out at once
-        away = caches.api_server_away()
-        if away and not cluster.discovery.loaded():
-            warnings.append(f"cluster {cluster.name}: left out: its API server does not answer")
-            return StatusError(503, "unreachable", "ServiceUnavailable")
-        try:
-            resource = await caches.resolve(target)
-            check_scope(target, resource)
-        except StatusError as error:
-            warnings.append(f"cluster {cluster.name}: left out: {error.message}")
-            return None if error.code in (404, 405) else error
-        access = Access("list", resource, target.namespace)
-        try:
-            grant = await cluster.authorization.authorize(request.scope, access)
-        except ReviewError as error:
-            warnings.append(f"cluster {cluster.name}: left out: {error.message}")
-            return error
-        except StatusError as error:
-            if error.code == 403:
-                return error  # left out without a word: the caller may not read it there
-            raise
-        try:
-            entry = await caches.load(resource, wait=0.0 if away and caches.ready_entry(
-                resource.gvr) is None else gateway.settings.sync_timeout)
-        except StatusError as error:
-            warnings.append(f"cluster {cluster.name}: left out: {error.message}")
-            return error
+        reached = await reach(request.scope, gateway, cluster, target, "list", warnings)
+        if not isinstance(reached, Reached):
+            return reached
+        entry, grant = reached.entry, reached.grant
         selection = Selection(target.namespace, query.labels, query.fields, grant.namespaces,
                               query.filters)
         dashboard = bool(query.view_text)
@@ -201,12 +191,13 @@ async def merged_endpoint(request: Request) -> Response:
                   f"{query.field_text}|{query.view_text}|{','.join(sorted(versions))}"
     start = 0
     if query.continue_key is not None:
-        start = _after(ordered, _decode_place(query.continue_key, fingerprint), query)
+        start = _after(ordered, _place_of(query.continue_key, fingerprint), query)
     end, token, remaining = len(ordered), "", None
     if query.limit and end - start > query.limit:
         end = start + query.limit
         remaining = len(ordered) - end
-        token = _encode_place(ordered[end - 1], fingerprint, versions)
+        place, _, last = ordered[end - 1]
+        token = encode_continue(last.key, fingerprint, list(place))
     page = ordered[start:end]
     rv = encode_versions(versions)
     first = parts[0].entry
@@ -232,6 +223,33 @@ async def merged_endpoint(request: Request) -> Response:
     else:
         items = [tagged(obj.raw, cluster) for _, cluster, obj in page]
     return ListBody(head, items, _TAIL, headers)
+
+
+async def _stream(request: Request, gateway: Any, target: Any, query: Query, accept: Any,
+                  names: list[str] | None, asked: dict[str, str] | None,
+                  warnings: list[str]) -> Response:
+    """A merged watch or event stream (``app.streams.merged``): each cluster reached as a
+    list reaches it, for ``watch``."""
+    settings = gateway.settings
+
+    async def attach(cluster: Any, wait: bool) -> Any:
+        return await reach(request.scope, gateway, cluster, target, "watch", warnings, wait)
+
+    if accept.kind == "sse":
+        last_id = request.headers.get("last-event-id", "").strip()
+        try:
+            resume, unknown = (decode_versions(last_id, ids=True) if last_id else None), ""
+        except StatusError:
+            resume, unknown = None, last_id  # not a merged stream's id: RESET, a fresh state
+        fmt: Any = MergedSSE(settings.sse_retry_ms, settings.heartbeat_interval,
+                             None if query.fields_paths is None
+                             else (query.fields_text, query.fields_paths), unknown)
+    else:
+        fmt, resume = MergedWatch(accept, query, settings.bookmark_interval), asked
+    if names is not None:
+        _chosen(gateway, names)  # 404 or 503 naming a cluster not served
+    return await open_merged_stream(gateway, request, target, query, names, attach, fmt, resume,
+                                    warnings)
 
 
 def _query(raw: bytes, gateway: Any) -> tuple[Query, list[str] | None, dict[str, str] | None]:
@@ -277,39 +295,17 @@ def _ordered(parts: list[_Part], query: Query) -> list[tuple[tuple, str, Encoded
         name = p.cluster.name
         streams.append([((*place[:-2], name, *place[-2:]), name, o)
                         for place, o in zip(p.places, p.objects)])
-    comparable = _Comparable(ordering)
-    return list(heapq.merge(*streams, key=lambda item: comparable(item[0])))
+    return list(heapq.merge(*streams, key=lambda item: ordering.comparable(item[0])))
 
 
-class _Comparable:
-    """Merged places compared as the ordering compares its own (directions on its keys)."""
-
-    def __init__(self, ordering: Any) -> None:
-        self._ordering = ordering
-
-    def __call__(self, place: tuple) -> tuple:
-        return self._ordering._comparable(place)
-
-
-def _encode_place(item: tuple, fingerprint: str, versions: dict[str, str]) -> str:
-    place, _, _ = item
-    doc = {"v": 1, "q": fingerprint, "p": list(place), "r": versions}
-    return base64.urlsafe_b64encode(orjson.dumps(doc)).decode()
-
-
-def _decode_place(token: str, fingerprint: str) -> list:
-    try:
-        doc = orjson.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
-        if not isinstance(doc, dict) or doc.get("v") != 1 or not isinstance(doc.get("p"), list):
-            raise ValueError
-    except (ValueError, binascii.Error, orjson.JSONDecodeError):
-        raise bad_request(f"invalid continue token {token[:64]!r}: it was not issued by this "
-                          "gateway for a merged list; start the list again without "
-                          "'continue'") from None
-    if doc.get("q") != fingerprint:
-        raise bad_request("the continue token belongs to a different query (selectors and "
-                          "clusters must stay the same while paging)")
-    return doc["p"]
+def _place_of(token: str, fingerprint: str) -> list:
+    """The merged place a continue token resumes after (the codec of one cluster's lists,
+    its place the merged one: cluster included)."""
+    _, place = decode_continue(token, fingerprint)
+    if place is None:
+        raise bad_request("invalid continue token: it holds no place in a merged list; "
+                          "start the list again without 'continue'")
+    return place
 
 
 def _after(ordered: list[tuple], place: list, query: Query) -> int:
@@ -327,7 +323,7 @@ def _after(ordered: list[tuple], place: list, query: Query) -> int:
     if checked is None:
         raise bad_request("invalid continue token: it holds no place in this sort order")
     position = (*checked[:keys], place[keys], *checked[keys:])
-    comparable = _Comparable(query.ordering)
+    comparable = query.ordering.comparable
     return bisect_right(ordered, comparable(position), key=lambda item: comparable(item[0]))
 
 

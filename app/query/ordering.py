@@ -76,9 +76,11 @@ class Ordering:
 
     def after(self, places: Sequence[tuple], position: tuple) -> int:
         """The index of the first place that comes after ``position``."""
-        return bisect_right(places, self._comparable(position), key=self._comparable)
+        return bisect_right(places, self.comparable(position), key=self.comparable)
 
-    def _comparable(self, place: tuple) -> tuple:
+    def comparable(self, place: tuple) -> tuple:
+        """``place`` as a sort key: each of its keys compared in its own direction (places
+        merged from several lists compare the same way)."""
         return tuple(_Reversed(v) if i < len(self.keys) and self.keys[i][1] else _Plain(v)
                      for i, v in enumerate(place))
 

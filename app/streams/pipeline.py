@@ -56,7 +56,7 @@ from app.kube.request import Query
 from app.query.selection import Selection
 from app.kube.status import StatusError
 
-__all__ = ["RECHECK_AT_MOST_EVERY", "StreamBody", "StreamEncoder", "open_stream"]
+__all__ = ["RECHECK_AT_MOST_EVERY", "StreamBody", "StreamEncoder", "open_stream", "pieces"]
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ async def open_stream(gateway: Any, cluster: Any, request: Request, grant: Grant
                 waits = [t - now for t in (deadline, encoder.next_tick(now), recheck)
                          if t is not None and t != math.inf]
                 batch = await subscriber.next_batch(max(0.0, min(waits)) if waits else None)
-                for piece in _pieces(batch):
+                for piece in pieces(batch):
                     yield encoder.events(piece)
                 if subscriber.closed and subscriber.error is not None:
                     yield encoder.refused(subscriber.error)  # its resource or cluster went away
@@ -184,9 +184,11 @@ class StreamBody(StreamingResponse):
     Starlette stops sending when ``listen_for_disconnect`` returns (the client went
     away); it returns as well when the subscriber fell behind and the stream did
     not end within ``stall_timeout`` — its sends were blocked on a full socket.
+    ``subscriber``: a ``Subscriber``, or what has its ``fell_behind`` and ``client``
+    (a merged stream, for all of its subscribers).
     """
 
-    def __init__(self, content: AsyncIterator[bytes], subscriber: Subscriber, stall_timeout: float,
+    def __init__(self, content: AsyncIterator[bytes], subscriber: Any, stall_timeout: float,
                  media_type: str, headers: dict[str, str]) -> None:
         super().__init__(content, media_type=media_type, headers=headers)
         self._subscriber = subscriber
@@ -238,7 +240,7 @@ class StreamBody(StreamingResponse):
 _PIECE = 64 * 1024  # bytes of objects per write: what one stalled reader's buffer may hold
 
 
-def _pieces(batch: list[tuple[Event, str]]) -> Iterator[list[tuple[Event, str]]]:
+def pieces(batch: list[tuple[Event, str]]) -> Iterator[list[tuple[Event, str]]]:
     """Split a batch into runs of about ``_PIECE`` bytes, so no write joins a whole burst."""
     start, size = 0, 0
     for i, (event, _) in enumerate(batch):

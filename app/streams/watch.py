@@ -50,6 +50,7 @@ class WatchEncoder:
         self.query = query
         self.headers_sent = False
         self.entry: ResourceCache | None = None  # set by begin
+        self.subscriber: Subscriber | None = None  # set by begin
         self._interval = bookmark_interval
         self._next_bookmark = time.monotonic() + bookmark_interval if query.allow_bookmarks else None
 
@@ -66,6 +67,7 @@ class WatchEncoder:
     def begin(self, entry: ResourceCache, subscriber: Subscriber) -> tuple[Iterable[bytes], bool]:
         """All current objects for no version or ``"0"``; else the events after it, or 410."""
         self.entry = entry
+        self.subscriber = subscriber
         hub = entry.hub
         if self.query.fields_paths is not None and self.accept.kind != "table":
             self.projection = entry.queries.projection(self.query.fields_text, self.query.fields_paths)
@@ -89,6 +91,8 @@ class WatchEncoder:
     def tick(self, now: float, idle: bool) -> bytes | None:
         if self._next_bookmark is None or now < self._next_bookmark:
             return None
+        if self.subscriber is not None and self.subscriber.waiting:
+            return None  # events came while the last ones were sent: a bookmark would pass them
         self._next_bookmark = now + self._interval
         exact = self.entry.hub.exact
         return None if exact is None else self.bookmark(exact)

@@ -519,3 +519,147 @@ def test_merged_pages_of_seven_under_churn_in_all_three_return_every_lasting_obj
     assert round_ >= 4, "several pages"
     assert lasting <= set(seen), sorted(lasting - set(seen))
     assert len(seen) == len(set(seen)), "no object twice"
+
+
+def _merged_state(events: list[dict]) -> dict[tuple[str, str], str]:
+    """What a client holds after a merged event stream's events: (cluster, name) -> version."""
+    state: dict[tuple[str, str], str] = {}
+    for event in events:
+        if event.get("event") == "RESET":
+            state.clear()
+        if event.get("event") not in ("ADDED", "MODIFIED", "DELETED"):
+            continue
+        meta = json.loads(event["data"])["metadata"]
+        key = (meta["annotations"]["kube-cache-gateway.io/cluster"], meta["name"])
+        if event["event"] == "DELETED":
+            state.pop(key, None)
+        else:
+            state[key] = meta["resourceVersion"]
+    return state
+
+
+def test_merged_streams_follow_all_three_through_a_stopped_api_server_and_resume_exactly(
+        three, gateway):
+    """A merged event stream and a merged watch, open while b's API server is stopped and
+    started again: a and c keep coming at once, b's changes after it is back come too, and
+    the client's state ends equal to the merged list. Then, closed, changes in all three:
+    resumed from the last id (SSE) and the last object's version (watch), exactly the
+    missed events come, none twice."""
+    from tests.app.readers import LineReader, sse_events
+
+    ns = "merged-streams"
+    kubes = {name: KubeAPI.for_cluster(c) for name, c in three.items()}
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    for name, kube in kubes.items():
+        kube.ensure_namespace(ns)
+        for i in range(3):
+            kube.delete(f"{path}/{name}-{i}")
+            kube.create(path, {"metadata": {"name": f"{name}-{i}"}})
+    auth = {"Authorization": f"Bearer {three['a'].admin.token}"}
+    url = f"{gateway.url}/clusters/*{path}"
+    sse = LineReader(url, {**auth, "Accept": "text/event-stream"}, verify=gateway.tls)
+    watch = LineReader(url + "?watch=true", auth, verify=gateway.tls)
+    try:
+        sse.wait_for(lambda l: any(e.get("event") == "SYNCED" for e in sse_events(l)), 30)
+        watch.wait_for(lambda l: len(l) >= 9, 30)
+        three["b"].stop_apiserver()
+        try:
+            for name in ("a", "c"):
+                kubes[name].create(path, {"metadata": {"name": f"{name}-during"}})
+            began = time.monotonic()
+            sse.wait_for(lambda l: {("a", "a-during"), ("c", "c-during")}
+                         <= set(_merged_state(sse_events(l))), 10)
+            assert time.monotonic() - began < 5, "a and c are not held back by b"
+        finally:
+            three["b"].start_apiserver()
+        kubes["b"].create(path, {"metadata": {"name": "b-after"}})
+        kubes["b"].delete(f"{path}/b-0")
+        sse.wait_for(lambda l: ("b", "b-after") in _merged_state(sse_events(l))
+                     and ("b", "b-0") not in _merged_state(sse_events(l)), 60)
+        watch.wait_for(lambda l: any('"b-after"' in line for line in l), 30)
+        listed = httpx.get(url, headers=auth, verify=gateway.tls).json()["items"]
+        assert _merged_state(sse_events(sse.lines)) == {
+            (i["metadata"]["annotations"]["kube-cache-gateway.io/cluster"], i["metadata"]["name"]):
+                i["metadata"]["resourceVersion"] for i in listed}, "no gap, nothing extra"
+        last_id = [e for e in sse_events(sse.lines) if "id" in e][-1]["id"]
+        last_rv = json.loads([l for l in watch.lines if l.strip()][-1])["object"]["metadata"][
+            "resourceVersion"]
+    finally:
+        sse.close()
+        watch.close()
+    for name, kube in kubes.items():
+        kube.create(path, {"metadata": {"name": f"{name}-missed"}})
+        kube.patch(f"{path}/{name}-1", {"data": {"missed": "yes"}})
+        kube.delete(f"{path}/{name}-2")
+    missed = sorted((kind, name, obj) for name in kubes for kind, obj in (
+        ("ADDED", f"{name}-missed"), ("MODIFIED", f"{name}-1"), ("DELETED", f"{name}-2")))
+    resumed = LineReader(url, {**auth, "Accept": "text/event-stream", "Last-Event-ID": last_id},
+                         verify=gateway.tls)
+    rewatch = LineReader(url + f"?watch=true&resourceVersion={last_rv}", auth, verify=gateway.tls)
+    try:
+        resumed.wait_for(lambda l: len([e for e in sse_events(l) if e.get("event") in (
+            "ADDED", "MODIFIED", "DELETED")]) >= 9, 30)
+        rewatch.wait_for(lambda l: len([x for x in l if x.strip()]) >= 9, 30)
+        time.sleep(0.5)  # room for anything that should not come
+        got = sorted((e["event"], *reversed(_tag_name(json.loads(e["data"]))))
+                     for e in sse_events(resumed.lines)
+                     if e.get("event") in ("ADDED", "MODIFIED", "DELETED"))
+        assert got == missed
+        assert not any(e.get("event") in ("RESET", "SYNCED") for e in sse_events(resumed.lines))
+        watched = sorted((d["type"], *reversed(_tag_name(d["object"])))
+                         for d in (json.loads(x) for x in rewatch.lines if x.strip()))
+        assert watched == missed
+    finally:
+        resumed.close()
+        rewatch.close()
+
+
+def _tag_name(obj: dict) -> tuple[str, str]:
+    """(name, cluster) of a merged object."""
+    meta = obj["metadata"]
+    return meta["name"], meta["annotations"]["kube-cache-gateway.io/cluster"]
+
+
+def test_a_merged_stream_takes_in_a_cluster_back_or_added_and_lets_go_of_one_removed(three,
+                                                                                     tmp_path):
+    """b's API server is stopped as the gateway starts: the merged stream opens with a alone
+    (a Warning names b) and takes b in once it is back; c is taken in when added to the
+    file, b let go (DELETED) when removed from it."""
+    from tests.app.readers import LineReader, sse_events
+
+    from app.settings import Settings
+    from control_plane.cluster import free_port
+
+    path = tmp_path / "clusters.yaml"
+    _write_clusters(path, three, tmp_path, names=("a", "b"))
+    cms = "/api/v1/namespaces/team/configmaps"
+    three["b"].stop_apiserver()
+    running = reader = None
+    try:
+        try:
+            running = RunningGateway(Settings(port=free_port(), clusters=str(path),
+                                              sync_timeout=30.0)).start()
+            reader = LineReader(f"{running.url}/clusters/*{cms}", {"Accept": "text/event-stream"})
+            reader.wait_for(lambda l: any(e.get("event") == "SYNCED" for e in sse_events(l)), 30)
+            assert set(_merged_state(sse_events(reader.lines))) == {("a", o) for o in OBJECTS["a"]}
+            assert "cluster b:" in reader.headers["warning"]
+        finally:
+            three["b"].start_apiserver()
+        reader.wait_for(lambda l: set(_merged_state(sse_events(l))) == {
+            (n, o) for n in ("a", "b") for o in OBJECTS[n]}, 60)
+        named = [json.loads(e["data"]).get("cluster") for e in sse_events(reader.lines)
+                 if e.get("event") == "SYNCED"]
+        assert named == [None, "b"]
+        _write_clusters(path, three, tmp_path, names=("a", "b", "c"))
+        reader.wait_for(lambda l: {("c", o) for o in OBJECTS["c"]}
+                        <= set(_merged_state(sse_events(l))), 30)
+        _write_clusters(path, three, tmp_path, names=("a", "c"))
+        reader.wait_for(lambda l: not any(k[0] == "b" for k in _merged_state(sse_events(l))), 30)
+        assert set(_merged_state(sse_events(reader.lines))) == {
+            (n, o) for n in ("a", "c") for o in OBJECTS[n]}
+        assert not reader.ended(0.2), "the merged stream goes on"
+    finally:
+        if reader is not None:
+            reader.close()
+        if running is not None:
+            running.stop()

@@ -120,3 +120,44 @@ def test_a_resume_after_a_relist_replays_nothing_the_client_has(backend, kube, g
     want = {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in kube.get(path)["items"]}
     wait_until(lambda: (client.watch(0.5), client.state == want)[1], 20,
                message="the client's state to equal the API server's")
+
+
+def test_no_bookmark_passes_events_that_came_while_the_last_ones_were_sent():
+    """A bookmark carries the hub's version: sent while events wait in the stream's queue (they
+    came during the last write), it would name a version past them, and a client that
+    resumed from it would never get them."""
+    import asyncio
+
+    from app.cache.hub import EventHub, Subscriber
+    from app.kube.request import Accept, parse_query
+    from app.query.selection import Selection
+    from app.streams.watch import WatchEncoder
+    from informer_core.encoded import EncodedObject
+
+    def cm(name: str, rv: int) -> EncodedObject:
+        return EncodedObject.from_dict({"kind": "ConfigMap", "metadata": {
+            "name": name, "namespace": "ns", "resourceVersion": str(rv)}})
+
+    async def scenario() -> None:
+        hub = EventHub(100)
+        hub.apply("add", cm("a", 1), None, "1")
+        hub.mark_ready()
+
+        class Entry:
+            resource = type("R", (), {"kind": "ConfigMap", "api_version": "v1"})()
+
+        entry = Entry()
+        entry.hub = hub
+        encoder = WatchEncoder(Accept("json"), parse_query(b"watch=true&allowWatchBookmarks=true&resourceVersion=1",
+                                                           8192), bookmark_interval=0.0)
+        subscriber = Subscriber(Selection(None), 10)
+        encoder.begin(entry, subscriber)
+        hub.subscribe(subscriber)
+        hub.apply("add", cm("b", 2), None, "2")  # came while the stream was writing
+        assert subscriber.waiting and hub.exact == 2
+        assert encoder.tick(time.monotonic() + 1, idle=False) is None
+        subscriber.take()  # sent
+        line = orjson.loads(encoder.tick(time.monotonic() + 2, idle=True))
+        assert line["type"] == "BOOKMARK" and line["object"]["metadata"]["resourceVersion"] == "2"
+
+    asyncio.run(scenario())
