@@ -48,6 +48,9 @@ log = logging.getLogger("kube-cache-gateway")
 Connector = Callable[[ClusterSpec, bool], Cluster]
 
 _SIZE_EVERY = 10.0  # seconds between two sizings of the queries' memory budget
+# seconds between two tries to connect a configured cluster that could not be (an exec
+# plugin that failed, a kubeconfig not mounted yet): what its 503s' Retry-After says
+RETRY_UNAVAILABLE_EVERY = 10.0
 
 
 class Gateway:
@@ -62,8 +65,13 @@ class Gateway:
         if self.clusters and len(defaults) != 1:
             raise ValueError(f"a gateway serves exactly one default cluster, not {len(defaults)}")
         self.default_name = defaults[0].name if defaults else ""  # else set by ``apply``
-        # configured clusters that could not be connected: why (listed, 503 on their paths)
+        # configured clusters that could not be connected: why (listed, 503 on their paths);
+        # tried again every RETRY_UNAVAILABLE_EVERY seconds with their spec and connector
         self.unavailable: dict[str, str] = {}
+        self._unconnected: dict[str, ClusterSpec] = {}
+        self._connect: Connector | None = None
+        self._retrying: asyncio.Task | None = None
+        self.retry_every = RETRY_UNAVAILABLE_EVERY
         self.specs: dict[str, ClusterSpec] = {}  # how each cluster of a configuration connects
         # clusters from a configuration (a file, Secrets): answers name their cluster
         self.several = bool(settings.clusters or settings.cluster_secrets)
@@ -158,6 +166,8 @@ class Gateway:
             await cluster.start()
         if not self.settings.query_memory_bytes:
             self._sizing = asyncio.create_task(self._size_query_memory())
+        if self._unconnected and self._retrying is None:
+            self._retrying = asyncio.create_task(self._retry_unavailable())
 
     async def apply(self, specs: list[ClusterSpec], connect: Connector) -> None:
         """Serve the clusters ``specs`` name, and only those (one change at a time).
@@ -169,6 +179,7 @@ class Gateway:
         in ``unavailable`` with the reason, and logged.
         """
         async with self._applying:
+            self._connect = connect
             wanted = {s.name: dataclasses.replace(s, default=False) for s in specs}
             self.default_name = default_of(specs).name if specs else ""
             for name in list(self.clusters):
@@ -177,28 +188,63 @@ class Gateway:
             for name in list(self.unavailable):
                 if name not in wanted:
                     del self.unavailable[name]
+                    self._unconnected.pop(name, None)
             for name, spec in wanted.items():
                 if name in self.clusters:
                     self.clusters[name].default = name == self.default_name
                     self.specs[name] = spec
                     continue
-                try:
-                    cluster = await run_blocking(connect, spec, name == self.default_name)
-                except Exception as exc:  # noqa: BLE001 - any way of failing is said, not raised
-                    self.unavailable[name] = str(exc) or type(exc).__name__
-                    log.error("cluster %s (%s) cannot be served: %s", name, spec.source or name,
-                              self.unavailable[name])
-                    continue
-                self.unavailable.pop(name, None)
-                self.specs[name] = spec
-                await self.add(cluster)
-            if self.settings.authz == "kubernetes":
-                identity = self.clusters.get(self._identity_name())
-                if identity is not None and (self.authenticator is None or
-                                             self.authenticator.reviewer is not identity.reviewer):
-                    self.authenticator = self._authenticator()
-                    for cluster in self.clusters.values():
-                        cluster.authorize_with(self.policy, self.authenticator)
+                await self._connect_one(spec, connect)
+            self._identity_changed()
+            if self._unconnected and self.loop is not None and self._retrying is None:
+                self._retrying = asyncio.create_task(self._retry_unavailable())
+
+    async def _connect_one(self, spec: ClusterSpec, connect: Connector) -> bool:
+        """Connect and serve the cluster of ``spec``; one that cannot be connected is kept
+        in ``unavailable`` with the reason (logged), to be tried again."""
+        name = spec.name
+        try:
+            cluster = await run_blocking(connect, spec, name == self.default_name)
+        except Exception as exc:  # noqa: BLE001 - any way of failing is said, not raised
+            reason = str(exc) or type(exc).__name__
+            if self.unavailable.get(name) != reason:
+                log.error("cluster %s (%s) cannot be served: %s", name, spec.source or name, reason)
+            self.unavailable[name] = reason
+            self._unconnected[name] = spec
+            return False
+        self.unavailable.pop(name, None)
+        self._unconnected.pop(name, None)
+        self.specs[name] = spec
+        await self.add(cluster)
+        return True
+
+    def _identity_changed(self) -> None:
+        """With ``--authz kubernetes``: the authenticator follows the identity cluster."""
+        if self.settings.authz != "kubernetes":
+            return
+        identity = self.clusters.get(self._identity_name())
+        if identity is not None and (self.authenticator is None or
+                                     self.authenticator.reviewer is not identity.reviewer):
+            self.authenticator = self._authenticator()
+            for cluster in self.clusters.values():
+                cluster.authorize_with(self.policy, self.authenticator)
+
+    async def _retry_unavailable(self) -> None:
+        """Every ``retry_every`` seconds, connect again the clusters that could not be."""
+        try:
+            while self._unconnected:
+                await asyncio.sleep(self.retry_every)
+                async with self._applying:
+                    for name, spec in list(self._unconnected.items()):
+                        if name in self.clusters or name not in self.unavailable:
+                            self._unconnected.pop(name, None)
+                            continue
+                        if self._connect is not None and await self._connect_one(spec,
+                                                                                 self._connect):
+                            log.info("cluster %s connected on a later try", name)
+                    self._identity_changed()
+        finally:
+            self._retrying = None
 
     async def add(self, cluster: Cluster) -> None:
         """Start serving ``cluster`` (under its name; at the plain paths if it is the default)."""
@@ -269,6 +315,8 @@ class Gateway:
     async def stop(self) -> None:
         if self._sizing is not None:
             self._sizing.cancel()
+        if self._retrying is not None:
+            self._retrying.cancel()
         self.begin_shutdown()
         if self.peers is not None:
             await self.peers.close()

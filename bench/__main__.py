@@ -6,8 +6,9 @@ One kube-apiserver + etcd, seeded once with 10,000 Pods in 100 namespaces and
 1,000 ConfigMaps; then the initial sync (``bench.sync_pods``), the queries
 (``bench.queries``, with py-spy profiles of Q1 and Q5), authorization's cost
 (``bench.authz``: ``--authz kubernetes`` vs ``none``), the change fan-out
-(``bench.fanout``), what ``--workers N`` costs (``bench.workers``) and the queries for
-dashboards (``bench.dashboard``), each measuring
+(``bench.fanout``), what ``--workers N`` costs (``bench.workers``), the queries for
+dashboards (``bench.dashboard``) and a merged list of three clusters (``bench.merged``),
+each measuring
 side by side in the same run. ``--quick`` runs everything at toy sizes, to check the machinery.
 """
 
@@ -20,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import authz, dashboard, fanout, queries, sync_pods, workers
+from bench import authz, dashboard, fanout, merged, queries, sync_pods, workers
 from bench.report import render
 from bench.seed import seed
 from control_plane.cluster import LocalCluster
@@ -42,11 +43,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     size = dict(pods=10_000, configmaps=1_000, sync_rounds=3, query_seconds=5.0, query_rounds=2,
                 authz_rounds=4, authz_requests=20_000, subscribers=1000, rate=10.0,
-                fan_seconds=60.0, settle=25.0, workers_seconds=60.0, workers_rate=50.0)
+                fan_seconds=60.0, settle=25.0, workers_seconds=60.0, workers_rate=50.0,
+                merged_rounds=15)
     if args.quick:
         size = dict(pods=200, configmaps=20, sync_rounds=1, query_seconds=1.0, query_rounds=1,
                     authz_rounds=1, authz_requests=500, subscribers=10, rate=5.0,
-                    fan_seconds=2.0, settle=3.0, workers_seconds=2.0, workers_rate=5.0)
+                    fan_seconds=2.0, settle=3.0, workers_seconds=2.0, workers_rate=5.0,
+                    merged_rounds=2)
     command = ("python -m bench" + (" --quick" if args.quick else "") + f" --out {args.out}"
                + (f" --json {args.json}" if args.json else ""))
     started = time.monotonic()
@@ -72,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         print("queries for dashboards ...", flush=True)
         results["dashboard"] = dashboard.run(cluster, seconds=size["query_seconds"],
                                              rounds=size["query_rounds"])
+        print("several clusters: one merged list ...", flush=True)
+        results["merged"] = merged.run(cluster, size["pods"], rounds=size["merged_rounds"])
     results["seconds"] = round(time.monotonic() - started)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render(results))

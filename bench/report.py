@@ -14,7 +14,7 @@ import statistics
 import time
 from pathlib import Path
 
-from bench import authz, dashboard, fanout, queries, sync_pods, workers
+from bench import authz, dashboard, fanout, merged, queries, sync_pods, workers
 
 __all__ = ["render", "targets"]
 
@@ -253,6 +253,18 @@ version). First answer: a fresh gateway process per query, its columns empty
 Pod changed, median of 10 (what a refresh under churn costs).
 """
 
+_MERGED = """\
+## Several clusters: one merged list
+
+`bench/merged.py`: the {pods:,} Pods' API server named three times in one gateway's
+clusters file (three informers and caches, as three clusters would have), beside a second
+API server holding {triple:,} Pods of the same shape, served by the same gateway process.
+Each answer read to its last byte, {rounds} rounds, interleaved; memory is the gateway's
+resident peak while answering, over its resting {resting:.0f} MiB (the peak reset before
+each request). A merged item is a copy with the cluster annotation, made a slice at a
+time as the client reads.
+"""
+
 
 def render(results: dict) -> str:
     """The whole ``docs/benchmarks.md``."""
@@ -295,4 +307,12 @@ def render(results: dict) -> str:
             parts.append(f"These rows come from a run of their own, on the same machine and day: "
                          f"`{d['command']}` (its own API server, seeded the same way).\n")
         parts.append(dashboard.table(d) + "\n")
+    if "merged" in results:
+        m = results["merged"]
+        parts.append(_MERGED.format(pods=m["pods"], triple=3 * m["pods"], rounds=m["rounds"],
+                                    resting=m["resting_rss_mib"]))
+        if m.get("command"):  # measured apart from the rest, and said so
+            parts.append(f"These rows come from a run of their own, on the same machine and day: "
+                         f"`{m['command']}`.\n")
+        parts.append(merged.table(m) + "\n")
     return "\n".join(parts)

@@ -40,8 +40,9 @@ from starlette.responses import Response
 
 from app.auth.authorization import Access
 from app.auth.reviews import ReviewError
-from app.clusters.merging import CLUSTER_ANNOTATION, decode_versions, encode_versions, tagged
-from app.kube.envelope import ListBody, list_metadata
+from app.clusters.merging import (CLUSTER_ANNOTATION, decode_versions, encode_versions, tagged,
+                                  tagged_dict)
+from app.kube.envelope import ListBody, MadeListBody, list_metadata
 from app.cache.requested_version import fresh_enough
 from app.http.resources import check_scope, select_consistent
 from app.kube.request import (Query, decode_continue, encode_continue, negotiate, parse_path,
@@ -202,7 +203,7 @@ async def merged_endpoint(request: Request) -> Response:
     rv = encode_versions(versions)
     first = parts[0].entry
     if accept.kind == "table":
-        rows = [orjson.loads(tagged(obj.raw, cluster)) for _, cluster, obj in page]
+        rows = [tagged_dict(obj.raw, cluster) for _, cluster, obj in page]
         body = table_bytes(rows, first.printer, table_version=accept.table_version,
                            include=query.include_object, resource_version=rv,
                            continue_token=token, remaining=remaining)
@@ -219,10 +220,13 @@ async def merged_endpoint(request: Request) -> Response:
             (item,) = await queries.project(
                 queries.projection(query.fields_text, query.fields_paths), [obj])
             projected.append(tagged(item, cluster))
-        items = projected
-    else:
-        items = [tagged(obj.raw, cluster) for _, cluster, obj in page]
-    return ListBody(head, items, _TAIL, headers)
+        return ListBody(head, projected, _TAIL, headers)
+    # tagged as the client takes them: one slice of copies at a time, never all of them
+    return MadeListBody(head, page, _tagged_slice, _TAIL, headers)
+
+
+def _tagged_slice(items: Sequence[tuple[tuple, str, EncodedObject]]) -> list[bytes]:
+    return [tagged(obj.raw, cluster) for _, cluster, obj in items]
 
 
 async def _stream(request: Request, gateway: Any, target: Any, query: Query, accept: Any,

@@ -18,14 +18,15 @@ not fifty joined 20 MB bodies.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from starlette.responses import Response
 
 from app.bridge import run_blocking
 
-__all__ = ["CHUNK", "JOIN_BELOW", "ListBody", "StoredBody", "list_length", "list_metadata"]
+__all__ = ["CHUNK", "JOIN_BELOW", "ListBody", "MadeListBody", "StoredBody", "list_length",
+           "list_metadata"]
 
 CHUNK = 256 * 1024  # a slice of a large answer
 JOIN_BELOW = 1024 * 1024  # answers up to this size go out in one write
@@ -120,3 +121,45 @@ class ListBody(Response):
             await send({"type": "http.response.body", "body": previous, "more_body": True})
             previous = data
         await send({"type": "http.response.body", "body": previous})
+
+
+class MadeListBody(Response):
+    """``head``, then items made from ``sources`` a slice at a time (``make``), then ``tail``.
+
+    For items that are not the cached bytes but made from them per answer (a merged list's
+    tagged copies): made as the client takes them, so an answer holds one slice of made
+    items, never all of them. Their size is not known before they are made: a large answer
+    goes out chunked, without ``Content-Length``, as the API server's large lists do.
+    """
+
+    media_type = "application/json"
+    PER_SLICE = 128  # items made and joined at a time
+
+    def __init__(self, head: bytes, sources: Sequence[Any],
+                 make: Callable[[Sequence[Any]], list[bytes]], tail: bytes,
+                 headers: dict[str, str] | None = None) -> None:
+        self.status_code = 200
+        self.background = None
+        self.body = b""
+        self._head, self._sources, self._make, self._tail = head, sources, make, tail
+        self.init_headers(headers)
+        self.raw_headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]
+        self._whole: bytes | None = None
+        if len(sources) <= self.PER_SLICE:  # small: joined once, with its length
+            self._whole = head + b",".join(make(sources)) + tail
+            self.raw_headers.append((b"content-length", str(len(self._whole)).encode()))
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": self.status_code,
+                    "headers": self.raw_headers})
+        if self._whole is not None:
+            await send({"type": "http.response.body", "body": self._whole})
+            return
+        await send({"type": "http.response.body", "body": self._head, "more_body": True})
+        sources, step = self._sources, self.PER_SLICE
+        for start in range(0, len(sources), step):
+            made = self._make(sources[start:start + step])
+            if start:
+                made.insert(0, b"")  # the comma before this slice's first item
+            await send({"type": "http.response.body", "body": b",".join(made), "more_body": True})
+        await send({"type": "http.response.body", "body": self._tail})

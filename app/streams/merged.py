@@ -51,7 +51,7 @@ from starlette.responses import Response, StreamingResponse
 
 from app.cache.hub import Event, EventHub, Subscriber, parse_rv
 from app.cache.requested_version import FRESHNESS_WAIT
-from app.clusters.merging import CLUSTER_ANNOTATION, encode_versions, tagged
+from app.clusters.merging import CLUSTER_ANNOTATION, encode_versions, tagged, tagged_dict
 from app.kube.request import Accept, Query
 from app.kube.status import StatusError, status_body
 from app.kube.table import table_bytes
@@ -471,7 +471,7 @@ class MergedWatch:
 
     def _line(self, kind: bytes, member: Member, raw: bytes, token: str) -> bytes:
         if self.accept.kind == "table":
-            obj = orjson.loads(tagged(raw, member.name, token))
+            obj = tagged_dict(raw, member.name, token)
             table = table_bytes([obj], member.entry.printer, table_version=self.accept.table_version,
                                 include=self.query.include_object,
                                 headers=not self._table_headers_sent, resource_version=token)

@@ -27,7 +27,8 @@ def test_quick_benchmark_run_writes_the_report(tmp_path, local_cluster):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = out.read_text()
     for heading in ("## Targets", "## Queries", "### Where the gateway's time goes",
-                    "## Authorization's cost", "## Initial sync", "## Change fan-out"):
+                    "## Authorization's cost", "## Initial sync", "## Change fan-out",
+                    "## Several clusters: one merged list"):
         assert heading in report
     assert "| Q5 | 8 | gateway HTTPS | 200 |" in report
     assert "python -m bench --quick" in report

@@ -197,3 +197,40 @@ def test_when_the_default_cluster_cannot_be_connected_the_plain_paths_say_so(tmp
         assert httpx.get(gw.url + "/readyz").status_code == 503
     finally:
         gw.stop()
+
+
+def test_a_cluster_that_could_not_be_connected_is_tried_again_until_it_is(tmp_path, monkeypatch):
+    """No change to the file needed: an exec plugin that failed at first, a kubeconfig
+    mounted late — the cluster is served once a later try connects it."""
+    import app.gateway
+    from app.clusters.connect import connect
+    from app.query.budget import QueryMemory
+    from app.settings import Settings
+    from control_plane.cluster import free_port
+    from tests.app.conftest import RunningGateway
+
+    monkeypatch.setattr(app.gateway, "RETRY_UNAVAILABLE_EVERY", 0.3)
+    late = _fake("in-late")
+    path = clusters_file(tmp_path / "clusters.yaml", ["good", "late"], default="good")
+    settings = Settings(port=free_port(), clusters=path)
+    tries = []
+
+    def connector(spec, is_default):
+        if spec.name == "late":
+            tries.append(1)
+            if len(tries) < 3:
+                raise RuntimeError("exec plugin failed")
+        fake = late if spec.name == "late" else _fake("in-good")
+        return connect(spec, settings, QueryMemory(), is_default,
+                       lister_watcher_func=fake.lister_watcher, discovery=fake.discovery())
+
+    gw = RunningGateway(settings, connector=connector).start()
+    try:
+        wait_until(lambda: httpx.get(gw.url + "/clusters/late" + CM.format(ns="apps")).status_code
+                   == 200, 10, message="late served once it could be connected")
+        assert len(tries) == 3, "tried until it connected, then no more"
+        listed = {c["name"]: c for c in httpx.get(gw.url + "/clusters").json()["items"]}
+        assert "message" not in listed["late"]
+        assert _names(httpx.get(gw.url + "/clusters/late" + CM.format(ns="apps"))) == ["in-late"]
+    finally:
+        gw.stop()

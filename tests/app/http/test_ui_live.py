@@ -177,3 +177,30 @@ def test_screenshot_of_the_demo_workload_for_the_readme(local_cluster, demo):
                 page.screenshot(_DOCS / "ui.png")
         finally:
             page.close()
+
+
+@pytest.mark.timeout(120)
+def test_the_cluster_picker_opens_the_page_of_the_cluster_picked(tmp_path):
+    """Three clusters: the page under /clusters/b/ui/ reads b and offers every cluster, b
+    picked; picking c opens c's page with the same query, and c's objects."""
+    from tests.app.conftest import run_fake_clusters
+    from tests.app.streams.test_merged import _fake
+
+    fakes = {"a": _fake("in-a"), "b": _fake("in-b"), "c": _fake("in-c", "in-c-2")}
+    with run_fake_clusters(fakes, tmp_path / "clusters.yaml", default="a") as gw:
+        query = "?resource=core/v1/configmaps&namespace=apps&columns=metadata.name"
+        page = Page(f"{gw.url}/clusters/b/ui/{query}")
+        try:
+            page.wait(lambda: page.rows() == {"apps/in-b": ["in-b"]}, "b's rows")
+            page.wait(lambda: page.evaluate(
+                "[...document.querySelectorAll('#cluster option')].map(o => [o.value, o.selected])")
+                == [["a", False], ["b", True], ["c", False]], "the picker, b picked")
+            assert page.evaluate("document.querySelector('#cluster').closest('label').hidden") is False
+            page.evaluate("const s = document.querySelector('#cluster'); s.value = 'c';"
+                          "s.dispatchEvent(new Event('change')); true")
+            page.wait(lambda: page.evaluate("location.pathname + location.search")
+                      == f"/clusters/c/ui/{query}", "c's page, the same query")
+            page.wait(lambda: page.rows() == {"apps/in-c": ["in-c"], "apps/in-c-2": ["in-c-2"]},
+                      "c's rows")
+        finally:
+            page.close()

@@ -69,3 +69,26 @@ def test_a_gzipped_body_is_compressed_slice_by_slice_and_inflates_to_the_joined_
     assert [m.get("more_body", False) for m in bodies][-1] is False
     if len(joined) > JOIN_BELOW:  # compressed as it goes out, never joined whole
         assert len(bodies) > 2
+
+
+@pytest.mark.parametrize("count", [0, 1, 128, 129, 1000])
+def test_items_made_a_slice_at_a_time_join_to_the_whole_answer(count):
+    head, tail = b'{"kind":"PodList","items":[', b"]}"
+    made: list[int] = []
+
+    def make(sources):
+        made.append(len(sources))
+        return [orjson.dumps({"n": n}) for n in sources]
+
+    from app.kube.envelope import MadeListBody
+
+    start, bodies = _send_all(MadeListBody(head, list(range(count)), make, tail, {"ETag": '"e"'}))
+    joined = b"".join(m["body"] for m in bodies)
+    assert [i["n"] for i in orjson.loads(joined)["items"]] == list(range(count))
+    headers = dict(start["headers"])
+    if count <= MadeListBody.PER_SLICE:
+        assert headers[b"content-length"] == str(len(joined)).encode() and len(bodies) == 1
+    else:  # chunked; never more than a slice made at once
+        assert b"content-length" not in headers
+        assert max(made) <= MadeListBody.PER_SLICE and sum(made) == count
+    assert bodies[-1].get("more_body", False) is False

@@ -1,0 +1,175 @@
+"""A merged list of three clusters' 10,000 Pods, against one cluster's 30,000.
+
+    .venv/bin/python -m bench.merged [--pods 10000] [--rounds 15] [--json FILE]
+
+Two API servers. The benchmark's (``--pods`` Pods) is named three times in one gateway's
+clusters file — a, b and c: three informers and three caches, as three clusters of
+that size would have; a second one, seeded with three times as many Pods of the same
+shape, is cluster ``one``. The gateway runs as operators run it (``serve --clusters``,
+its own process). For each answer, side by side in the same rounds:
+
+- the time to its last byte (median and p90 over ``rounds``) and its size;
+- the gateway's memory while it answers: the peak of its resident memory over the
+  resting one (``/proc/PID/clear_refs`` resets the peak before each request, ``VmHWM``
+  reads it after), the figure that says whether an answer holds its items joined;
+- the API server's own list of the 30,000 Pods (``resourceVersion=0``: its watch cache),
+  for scale.
+
+A merged item is a tagged copy (``app.clusters.merging``): made a slice at a time as the
+client reads, so the merged answer should cost time for the copies but hold only a slice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import yaml
+
+from bench.seed import seed
+from control_plane.cluster import LocalCluster, free_port
+from control_plane.kubeapi import KubeAPI
+
+__all__ = ["run", "table"]
+
+
+def _status(pid: int, field: str) -> float:
+    """A ``/proc/PID/status`` figure in MiB (``VmRSS``, ``VmHWM``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _measure(url: str, pid: int | None, headers: dict, verify) -> dict:
+    """One answer read to its last byte: seconds, bytes, and the peak over the resting RSS."""
+    if pid is not None:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")  # the peak starts again from here
+        resting = _status(pid, "VmRSS")
+    began = time.perf_counter()
+    size = 0
+    with httpx.stream("GET", url, headers=headers, verify=verify, timeout=300) as answer:
+        answer.raise_for_status()
+        for chunk in answer.iter_raw():
+            size += len(chunk)
+    row = {"s": time.perf_counter() - began, "bytes": size}
+    if pid is not None:
+        row["peak_mib"] = _status(pid, "VmHWM") - resting
+    return row
+
+
+def _start(clusters_file: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "app.process.cli", "serve", "--clusters",
+                             str(clusters_file), "--port", str(port), "--log-level", "warning",
+                             "--sync-timeout", "300"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def run(cluster: LocalCluster, pods: int, rounds: int = 15, log=print) -> dict:
+    """Seed a second API server with ``3 * pods`` Pods, start the gateway, measure."""
+    workdir = Path(tempfile.mkdtemp(prefix="kcg-merged-"))
+    with LocalCluster() as big:
+        log(f"seeding {3 * pods} pods into a second API server ...")
+        seed(KubeAPI.for_cluster(big), pods=3 * pods, configmaps=0, log=log)
+        small_config = cluster.write_kubeconfig(workdir / "small.kubeconfig", cluster.admin)
+        big_config = big.write_kubeconfig(workdir / "big.kubeconfig", big.admin)
+        entries = [{"name": n, "kubeconfig": str(small_config)} for n in ("a", "b", "c")]
+        entries.append({"name": "one", "kubeconfig": str(big_config), "default": True})
+        clusters_file = workdir / "clusters.yaml"
+        clusters_file.write_text(yaml.safe_dump({"clusters": entries}))
+        proc, url = _start(clusters_file)
+        try:
+            answers = {"merged": f"{url}/clusters/*/api/v1/pods?clusters=a,b,c",
+                       "one": f"{url}/clusters/one/api/v1/pods"}
+            deadline = time.monotonic() + 600
+            for path in answers.values():  # loaded and synced
+                while True:
+                    if proc.poll() is not None:
+                        raise RuntimeError(proc.stderr.read().decode(errors="replace")[-3000:])
+                    try:
+                        if httpx.get(path, params={"limit": 1}, timeout=300).status_code == 200:
+                            break
+                    except httpx.HTTPError:
+                        pass
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the gateway's caches did not sync")
+                    time.sleep(0.5)
+            resting = _status(proc.pid, "VmRSS")
+            api_verify = ssl.create_default_context(cafile=str(big.primary.ca_file))
+            api_verify.check_hostname = False
+            api = (f"{big.primary.url}/api/v1/pods?resourceVersion=0",
+                   {"Authorization": f"Bearer {big.admin.token}"}, api_verify)
+            rows: dict[str, list[dict]] = {"merged": [], "one": [], "apiserver": []}
+            for name in ("merged", "one"):  # warm-up
+                _measure(answers[name], proc.pid, {}, True)
+            for i in range(rounds):
+                for name in ("merged", "one"):
+                    rows[name].append(_measure(answers[name], proc.pid, {}, True))
+                rows["apiserver"].append(_measure(api[0], None, api[1], api[2]))
+                log(f"  round {i + 1}/{rounds}: merged {rows['merged'][-1]['s'] * 1000:.0f} ms, "
+                    f"one {rows['one'][-1]['s'] * 1000:.0f} ms, "
+                    f"API server {rows['apiserver'][-1]['s'] * 1000:.0f} ms")
+            items = len(httpx.get(answers["merged"], timeout=300).json()["items"])
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    results: dict = {"pods": pods, "rounds": rounds, "items": items,
+                     "resting_rss_mib": round(resting, 1), "answers": {}}
+    for name, measured in rows.items():
+        times = sorted(r["s"] * 1000 for r in measured)
+        summary = {"p50_ms": round(statistics.median(times), 1),
+                   "p90_ms": round(times[int(0.9 * (len(times) - 1))], 1),
+                   "bytes": measured[-1]["bytes"]}
+        if "peak_mib" in measured[0]:
+            summary["peak_mib"] = round(statistics.median(r["peak_mib"] for r in measured), 1)
+            summary["peak_max_mib"] = round(max(r["peak_mib"] for r in measured), 1)
+        results["answers"][name] = summary
+    return results
+
+
+def table(results: dict) -> str:
+    pods = results["pods"]
+    answers = results["answers"]
+    one = answers["one"]
+    names = {"merged": f"`/clusters/*/api/v1/pods` (3 × {pods:,})",
+             "one": f"`/clusters/one/api/v1/pods` (1 × {3 * pods:,})",
+             "apiserver": f"the API server, `resourceVersion=0` ({3 * pods:,})"}
+    lines = ["| answer | bytes | p50 | p90 | × one cluster's p50 | gateway memory while answering "
+             "(median; max) |", "|---|---:|---:|---:|---:|---:|"]
+    for name, row in answers.items():
+        memory = (f"+{row['peak_mib']:.1f} MiB; +{row['peak_max_mib']:.1f} MiB"
+                  if "peak_mib" in row else "—")
+        lines.append(f"| {names[name]} | {row['bytes']:,} | {row['p50_ms']:.0f} ms | "
+                     f"{row['p90_ms']:.0f} ms | {row['p50_ms'] / one['p50_ms']:.2f}× | {memory} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.merged",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    with LocalCluster() as cluster:
+        seed(KubeAPI.for_cluster(cluster), pods=args.pods, configmaps=0)
+        results = run(cluster, args.pods, args.rounds)
+    results["command"] = (f"python -m bench.merged --pods {args.pods} --rounds {args.rounds}"
+                          + (f" --json {args.json}" if args.json else ""))
+    print(table(results))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
