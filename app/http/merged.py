@@ -237,7 +237,9 @@ async def _stream(request: Request, gateway: Any, target: Any, query: Query, acc
     settings = gateway.settings
 
     async def attach(cluster: Any, wait: bool) -> Any:
-        return await reach(request.scope, gateway, cluster, target, "watch", warnings, wait)
+        # the start's reasons go into its Warning; a later try's, nowhere (no header is left)
+        return await reach(request.scope, gateway, cluster, target, "watch",
+                           warnings if wait else [], wait)
 
     if accept.kind == "sse":
         last_id = request.headers.get("last-event-id", "").strip()

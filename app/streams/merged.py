@@ -77,13 +77,15 @@ Attach = Callable[[Any, bool], Awaitable[Any]]
 class Member:
     """One cluster's part of a merged stream."""
 
-    __slots__ = ("cluster", "entry", "grant", "subscriber", "recheck", "at", "sent_seq")
+    __slots__ = ("cluster", "entry", "grant", "subscriber", "recheck", "at", "sent_seq",
+                 "checking")
 
     def __init__(self, cluster: Any, entry: Any, grant: Any, subscriber: Subscriber) -> None:
         self.cluster, self.entry, self.grant, self.subscriber = cluster, entry, grant, subscriber
         self.recheck = max(grant.expires, time.monotonic() + RECHECK_AT_MOST_EVERY)
         self.at = ""  # where the client stands here: a version (watch) or an event id (SSE)
         self.sent_seq = 0  # the hub's last event the client has (see ``MergedStream.holding``)
+        self.checking: asyncio.Task | None = None  # its access checked again, in the background
 
     @property
     def name(self) -> str:
@@ -250,6 +252,8 @@ class MergedStream:
         """``member`` out of the stream: ``DELETED`` for what the client holds from it."""
         member.subscriber.take()
         member.hub.unsubscribe(member.subscriber)
+        if member.checking is not None:
+            member.checking.cancel()
         held = self.holding(member)
         del self.members[member.name]
         self._next_try = 0.0
@@ -305,19 +309,12 @@ class MergedStream:
                         return
                 self._try_missing(now)
                 for member in list(self.members.values()):
-                    if now >= member.recheck:
-                        try:
-                            member.grant = await member.cluster.authorization.reauthorize(
-                                member.grant)
-                        except StatusError as error:
-                            if error.code in (401, 410):
-                                yield fmt.refused(error)
-                                return
-                            if member.name in self.members:
-                                yield self.let_go(member)
-                            continue
-                        member.recheck = max(member.grant.expires,
-                                             time.monotonic() + RECHECK_AT_MOST_EVERY)
+                    refusal = self._recheck(member, now)
+                    if refusal is not None:
+                        if refusal.code in (401, 410):  # the caller, not the cluster
+                            yield fmt.refused(refusal)
+                            return
+                        yield self.let_go(member)
                 idle = await self._wait(now, deadline)
                 for member in list(self.members.values()):
                     batch = member.subscriber.take()
@@ -347,8 +344,35 @@ class MergedStream:
                 self._attaching.cancel()
             for member in self.members.values():
                 member.hub.unsubscribe(member.subscriber)
+                if member.checking is not None:
+                    member.checking.cancel()
             gateway.limiter.release(self.client)
             gateway.metrics.stream_closed(fmt.name)
+
+    def _recheck(self, member: Member, now: float) -> StatusError | None:
+        """Check ``member``'s access again when its decision has expired: in the background,
+        so that a cluster slow to answer its reviews holds back no other cluster's events.
+        Returns the refusal of a check that came back refused."""
+        task = member.checking
+        if task is None:
+            if now >= member.recheck:
+                member.checking = asyncio.get_running_loop().create_task(
+                    member.cluster.authorization.reauthorize(member.grant))
+                member.checking.add_done_callback(lambda _t: self.wakeup.set())
+            return None
+        if not task.done():
+            return None
+        member.checking = None
+        error = task.exception()
+        if error is None:
+            member.grant = task.result()
+            member.recheck = max(member.grant.expires, time.monotonic() + RECHECK_AT_MOST_EVERY)
+            return None
+        if isinstance(error, StatusError):
+            return error
+        log.warning("a merged stream's check of cluster %s failed: %s", member.name, error)
+        return StatusError(503, f"cluster {member.name}: the access could not be checked",
+                           "ServiceUnavailable")
 
     async def _wait(self, now: float, deadline: float | None) -> bool:
         """Wait for an event, a cluster taken in, a tick or a re-check; whether none came."""
@@ -356,8 +380,10 @@ class MergedStream:
                for m in self.members.values()) or (
                 self._attaching is not None and self._attaching.done()):
             return False
+        if any(m.checking is not None and m.checking.done() for m in self.members.values()):
+            return False
         times = [deadline, self.fmt.next_tick(now), self._next_try if self._attaching is None
-                 else None, *(m.recheck for m in self.members.values())]
+                 else None, *(m.recheck for m in self.members.values() if m.checking is None)]
         waits = [t - now for t in times if t is not None and t != math.inf]
         self.wakeup.clear()
         try:

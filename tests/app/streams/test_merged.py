@@ -277,3 +277,44 @@ def test_holding_rewinds_the_view_to_the_last_event_sent():
         assert [o.name for o in MergedStream.holding(None, member)] == ["w", "x", "y"]
 
     asyncio.run(scenario())
+
+
+def test_rights_lost_in_one_cluster_let_it_go_and_rights_regained_take_it_back(tmp_path):
+    """alice watches every cluster; her rights in b are withdrawn: b's objects come as DELETED
+    carrying only their names, a goes on; granted again, b comes back as ADDED. A review in
+    c that takes seconds holds back none of a's events."""
+    from tests.app.fake_reviewer import TableReviewer
+
+    alice = {"username": "alice", "groups": ["system:authenticated"]}
+    every = {("alice", "watch", "configmaps", "apps")}
+    reviewers = {"a": TableReviewer({"t-alice": alice}, every), "b": TableReviewer({}, every),
+                 "c": TableReviewer({}, every)}
+    fakes = {"a": _fake("a1"), "b": _fake("b1", "b2"), "c": _fake("c1")}
+    with run_fake_clusters(fakes, tmp_path / "clusters.yaml", default="a", reviewers=reviewers,
+                           authz="kubernetes", authz_cache_ttl=0.0,
+                           authz_deny_cache_ttl=0.0) as gw:
+        reader = LineReader(gw.url + MERGED, {"Accept": "text/event-stream",
+                                              "Authorization": "Bearer t-alice"})
+        try:
+            reader.wait_for(lambda l: any(e.get("event") == "SYNCED" for e in sse_events(l)))
+            assert len(_sse_changes(reader.lines)) == 4
+            reviewers["b"].allowed = set()
+            reader.wait_for(lambda l: ("DELETED", "b", "b2") in _sse_changes(l))
+            deleted = [orjson.loads(e["data"]) for e in sse_events(reader.lines)
+                       if e.get("event") == "DELETED"]
+            assert sorted(d["metadata"]["name"] for d in deleted) == ["b1", "b2"]
+            assert all("data" not in d and "resourceVersion" not in d["metadata"] for d in deleted)
+            reviewers["c"].delay = 3.0  # c's reviews now take seconds
+            asked = len(reviewers["c"].access_reviews)
+            wait_until(lambda: len(reviewers["c"].access_reviews) > asked, 10,
+                       message="c's next check under way")
+            fakes["a"].create(CM.format(ns="apps"), {"metadata": {"name": "a2"}})
+            began = time.monotonic()
+            reader.wait_for(lambda l: ("ADDED", "a", "a2") in _sse_changes(l))
+            assert time.monotonic() - began < 1.5, "a's event did not wait for c's review"
+            reviewers["c"].delay = 0.0
+            reviewers["b"].allowed = every
+            reader.wait_for(lambda l: _sse_changes(l).count(("ADDED", "b", "b1")) == 2, 15)
+            assert not reader.ended(0.1)
+        finally:
+            reader.close()
