@@ -8,7 +8,8 @@ that size would have; a second one, seeded with three times as many Pods of the 
 shape, is cluster ``one``. The gateway runs as operators run it (``serve --clusters``,
 its own process). For each answer, side by side in the same rounds:
 
-- the time to its last byte (median and p90 over ``rounds``) and its size;
+- the time to its last byte (median and p90 over ``rounds``) and the bytes sent, plain
+  and compressed (``Accept-Encoding: gzip``, as kubectl and browsers ask);
 - the gateway's memory while it answers: the peak of its resident memory over the
   resting one (``/proc/PID/clear_refs`` resets the peak before each request, ``VmHWM``
   reads it after), the figure that says whether an answer holds its items joined;
@@ -39,6 +40,8 @@ from control_plane.cluster import LocalCluster, free_port
 from control_plane.kubeapi import KubeAPI
 
 __all__ = ["run", "table"]
+
+_ENCODINGS = ("identity", "gzip")  # as curl asks by default, and as kubectl and browsers ask
 
 
 def _status(pid: int, field: str) -> float:
@@ -109,16 +112,20 @@ def run(cluster: LocalCluster, pods: int, rounds: int = 15, log=print) -> dict:
             api_verify.check_hostname = False
             api = (f"{big.primary.url}/api/v1/pods?resourceVersion=0",
                    {"Authorization": f"Bearer {big.admin.token}"}, api_verify)
-            rows: dict[str, list[dict]] = {"merged": [], "one": [], "apiserver": []}
-            for name in ("merged", "one"):  # warm-up
-                _measure(answers[name], proc.pid, {}, True)
-            for i in range(rounds):
+            rows: dict[str, list[dict]] = {}
+            for encoding in _ENCODINGS:  # warm-up
                 for name in ("merged", "one"):
-                    rows[name].append(_measure(answers[name], proc.pid, {}, True))
-                rows["apiserver"].append(_measure(api[0], None, api[1], api[2]))
-                log(f"  round {i + 1}/{rounds}: merged {rows['merged'][-1]['s'] * 1000:.0f} ms, "
-                    f"one {rows['one'][-1]['s'] * 1000:.0f} ms, "
-                    f"API server {rows['apiserver'][-1]['s'] * 1000:.0f} ms")
+                    _measure(answers[name], proc.pid, {"Accept-Encoding": encoding}, True)
+            for i in range(rounds):
+                for encoding in _ENCODINGS:
+                    accept = {"Accept-Encoding": encoding}
+                    for name in ("merged", "one"):
+                        rows.setdefault(f"{name} {encoding}", []).append(
+                            _measure(answers[name], proc.pid, accept, True))
+                    rows.setdefault(f"apiserver {encoding}", []).append(
+                        _measure(api[0], None, {**api[1], **accept}, api[2]))
+                log(f"  round {i + 1}/{rounds}: " + ", ".join(
+                    f"{name} {measured[-1]['s'] * 1000:.0f} ms" for name, measured in rows.items()))
             items = len(httpx.get(answers["merged"], timeout=300).json()["items"])
         finally:
             proc.terminate()
@@ -140,16 +147,17 @@ def run(cluster: LocalCluster, pods: int, rounds: int = 15, log=print) -> dict:
 def table(results: dict) -> str:
     pods = results["pods"]
     answers = results["answers"]
-    one = answers["one"]
     names = {"merged": f"`/clusters/*/api/v1/pods` (3 × {pods:,})",
              "one": f"`/clusters/one/api/v1/pods` (1 × {3 * pods:,})",
              "apiserver": f"the API server, `resourceVersion=0` ({3 * pods:,})"}
-    lines = ["| answer | bytes | p50 | p90 | × one cluster's p50 | gateway memory while answering "
-             "(median; max) |", "|---|---:|---:|---:|---:|---:|"]
-    for name, row in answers.items():
+    lines = ["| answer | encoding | bytes sent | p50 | p90 | × one cluster's p50 | gateway memory "
+             "while answering (median; max) |", "|---|---|---:|---:|---:|---:|---:|"]
+    for key, row in answers.items():
+        name, _, encoding = key.partition(" ")
+        one = answers[f"one {encoding}"]
         memory = (f"+{row['peak_mib']:.1f} MiB; +{row['peak_max_mib']:.1f} MiB"
                   if "peak_mib" in row else "—")
-        lines.append(f"| {names[name]} | {row['bytes']:,} | {row['p50_ms']:.0f} ms | "
+        lines.append(f"| {names[name]} | {encoding} | {row['bytes']:,} | {row['p50_ms']:.0f} ms | "
                      f"{row['p90_ms']:.0f} ms | {row['p50_ms'] / one['p50_ms']:.2f}× | {memory} |")
     return "\n".join(lines)
 

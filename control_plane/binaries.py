@@ -244,8 +244,9 @@ def main() -> int:
 
     etcd and kube-apiserver always; ``--test-tools`` adds Chromium (the
     EventSource test), Go (the fan-out benchmark's receivers), wrk (the
-    query benchmark's load generator) and tinyproxy (a real forward proxy for the
-    proxy tests).
+    query benchmark's load generator), tinyproxy (a real forward proxy for the
+    proxy tests), and kubectl 1.20 and 1.35 and helm 4 (``control_plane.client_tools``:
+    the clients the suite runs; without them it fails).
     """
     try:
         found = ensure_binaries(build=True)
@@ -266,6 +267,14 @@ def main() -> int:
         print(f"chromium: {browser or 'not available'}")
         for tool, _ in _TEST_TOOLS:
             print(f"{tool}: {shutil.which(tool, path='/usr/sbin:/usr/bin:' + os.environ.get('PATH', '')) or 'not available'}")
+        from control_plane.client_tools import ensure_client_tools
+
+        try:
+            for name, path in ensure_client_tools().items():
+                print(f"{name}: {path}")
+        except ClusterUnavailableError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -222,7 +222,8 @@ async def merged_endpoint(request: Request) -> Response:
             projected.append(tagged(item, cluster))
         return ListBody(head, projected, _TAIL, headers)
     # tagged as the client takes them: one slice of copies at a time, never all of them
-    return MadeListBody(head, page, _tagged_slice, _TAIL, headers)
+    return MadeListBody(head, page, _tagged_slice, _TAIL, headers,
+                        gzip="gzip" in request.headers.get("accept-encoding", ""))
 
 
 def _tagged_slice(items: Sequence[tuple[tuple, str, EncodedObject]]) -> list[bytes]:

@@ -137,7 +137,8 @@ class MadeListBody(Response):
 
     def __init__(self, head: bytes, sources: Sequence[Any],
                  make: Callable[[Sequence[Any]], list[bytes]], tail: bytes,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None, gzip: bool = False) -> None:
+        """``gzip``: compressed slice by slice (as ``ListBody``), when the answer is large."""
         self.status_code = 200
         self.background = None
         self.body = b""
@@ -145,9 +146,23 @@ class MadeListBody(Response):
         self.init_headers(headers)
         self.raw_headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]
         self._whole: bytes | None = None
+        self._gzip = False
         if len(sources) <= self.PER_SLICE:  # small: joined once, with its length
             self._whole = head + b",".join(make(sources)) + tail
             self.raw_headers.append((b"content-length", str(len(self._whole)).encode()))
+        elif gzip:
+            self._gzip = True
+            self.raw_headers += [(b"content-encoding", b"gzip"), (b"vary", b"Accept-Encoding")]
+
+    def _slices(self) -> Iterator[bytes]:
+        yield self._head
+        sources, step = self._sources, self.PER_SLICE
+        for start in range(0, len(sources), step):
+            made = self._make(sources[start:start + step])
+            if start:
+                made.insert(0, b"")  # the comma before this slice's first item
+            yield b",".join(made)
+        yield self._tail
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": self.status_code,
@@ -155,11 +170,14 @@ class MadeListBody(Response):
         if self._whole is not None:
             await send({"type": "http.response.body", "body": self._whole})
             return
-        await send({"type": "http.response.body", "body": self._head, "more_body": True})
-        sources, step = self._sources, self.PER_SLICE
-        for start in range(0, len(sources), step):
-            made = self._make(sources[start:start + step])
-            if start:
-                made.insert(0, b"")  # the comma before this slice's first item
-            await send({"type": "http.response.body", "body": b",".join(made), "more_body": True})
-        await send({"type": "http.response.body", "body": self._tail})
+        if self._gzip:
+            compressor = zlib.compressobj(1, zlib.DEFLATED, 31)
+            for data in self._slices():
+                packed = await run_blocking(compressor.compress, data)
+                if packed:
+                    await send({"type": "http.response.body", "body": packed, "more_body": True})
+            await send({"type": "http.response.body", "body": compressor.flush()})
+            return
+        for data in self._slices():
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})

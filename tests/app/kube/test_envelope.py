@@ -71,8 +71,9 @@ def test_a_gzipped_body_is_compressed_slice_by_slice_and_inflates_to_the_joined_
         assert len(bodies) > 2
 
 
+@pytest.mark.parametrize("gzip", [False, True])
 @pytest.mark.parametrize("count", [0, 1, 128, 129, 1000])
-def test_items_made_a_slice_at_a_time_join_to_the_whole_answer(count):
+def test_items_made_a_slice_at_a_time_join_to_the_whole_answer(count, gzip):
     head, tail = b'{"kind":"PodList","items":[', b"]}"
     made: list[int] = []
 
@@ -82,8 +83,14 @@ def test_items_made_a_slice_at_a_time_join_to_the_whole_answer(count):
 
     from app.kube.envelope import MadeListBody
 
-    start, bodies = _send_all(MadeListBody(head, list(range(count)), make, tail, {"ETag": '"e"'}))
+    start, bodies = _send_all(MadeListBody(head, list(range(count)), make, tail, {"ETag": '"e"'},
+                                           gzip=gzip))
     joined = b"".join(m["body"] for m in bodies)
+    if gzip and count > MadeListBody.PER_SLICE:
+        assert dict(start["headers"])[b"content-encoding"] == b"gzip"
+        import zlib
+
+        joined = zlib.decompress(joined, 31)
     assert [i["n"] for i in orjson.loads(joined)["items"]] == list(range(count))
     headers = dict(start["headers"])
     if count <= MadeListBody.PER_SLICE:
