@@ -12,7 +12,11 @@ its own process). For each answer, side by side in the same rounds:
   and compressed (``Accept-Encoding: gzip``, as kubectl and browsers ask);
 - the gateway's memory while it answers: the peak of its resident memory over the
   resting one (``/proc/PID/clear_refs`` resets the peak before each request, ``VmHWM``
-  reads it after), the figure that says whether an answer holds its items joined;
+  reads it after). Memory freed earlier but still resident serves an answer without
+  raising that peak, so the figure that says whether an answer holds its items joined is
+  another: the same gateway in this process, ``tracemalloc`` started just before one
+  answer (asked by ``curl`` from another process) and its peak read after — what that
+  answer alone allocated at most;
 - the API server's own list of the 30,000 Pods (``resourceVersion=0``: its watch cache),
   for scale.
 
@@ -24,12 +28,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import ssl
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import tracemalloc
 from pathlib import Path
 
 import httpx
@@ -78,6 +85,59 @@ def _start(clusters_file: Path) -> tuple[subprocess.Popen, str]:
     return proc, f"http://127.0.0.1:{port}"
 
 
+def _held_by_answers(clusters_file: Path, paths: dict[str, str]) -> dict[str, float]:
+    """The most each answer allocated while it was sent (MiB), by ``tracemalloc``, with the
+    gateway in this process and the client (``curl``) in another, plain and gzip."""
+    import uvicorn
+
+    from app.main import create_app
+    from app.process.server import uvicorn_config
+    from app.settings import Settings
+
+    port = free_port()
+    settings = Settings(port=port, clusters=str(clusters_file), sync_timeout=300.0)
+    app = create_app(settings)
+    server = uvicorn.Server(uvicorn_config(app, settings, host="127.0.0.1", log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    held: dict[str, float] = {}
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for path in paths.values():  # loaded and synced (the lists' own allocations untraced)
+            _wait_ok(base + path, None)
+        for name, path in paths.items():
+            for encoding in _ENCODINGS:
+                curl = ["curl", "-sf", "-o", "/dev/null", "-H", f"Accept-Encoding: {encoding}",
+                        base + path]
+                subprocess.run(curl, check=True, timeout=300)  # warm: per-query state made
+                tracemalloc.start()
+                try:
+                    subprocess.run(curl, check=True, timeout=300)
+                    held[f"{name} {encoding}"] = tracemalloc.get_traced_memory()[1] / 2**20
+                finally:
+                    tracemalloc.stop()
+    finally:
+        server.should_exit = True
+        thread.join(60)
+    return held
+
+
+def _wait_ok(url: str, proc: subprocess.Popen | None, timeout: float = 600.0) -> None:
+    """Wait until ``url`` answers 200 (a cache loaded and synced)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(proc.stderr.read().decode(errors="replace")[-3000:])
+        try:
+            if httpx.get(url, params={"limit": 1}, timeout=300).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not answer")
+        time.sleep(0.5)
+
+
 def run(cluster: LocalCluster, pods: int, rounds: int = 15, log=print) -> dict:
     """Seed a second API server with ``3 * pods`` Pods, start the gateway, measure."""
     workdir = Path(tempfile.mkdtemp(prefix="kcg-merged-"))
@@ -94,19 +154,8 @@ def run(cluster: LocalCluster, pods: int, rounds: int = 15, log=print) -> dict:
         try:
             answers = {"merged": f"{url}/clusters/*/api/v1/pods?clusters=a,b,c",
                        "one": f"{url}/clusters/one/api/v1/pods"}
-            deadline = time.monotonic() + 600
             for path in answers.values():  # loaded and synced
-                while True:
-                    if proc.poll() is not None:
-                        raise RuntimeError(proc.stderr.read().decode(errors="replace")[-3000:])
-                    try:
-                        if httpx.get(path, params={"limit": 1}, timeout=300).status_code == 200:
-                            break
-                    except httpx.HTTPError:
-                        pass
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("the gateway's caches did not sync")
-                    time.sleep(0.5)
+                _wait_ok(path, proc)
             resting = _status(proc.pid, "VmRSS")
             api_verify = ssl.create_default_context(cafile=str(big.primary.ca_file))
             api_verify.check_hostname = False
@@ -130,16 +179,20 @@ def run(cluster: LocalCluster, pods: int, rounds: int = 15, log=print) -> dict:
         finally:
             proc.terminate()
             proc.wait(30)
+        log("what one answer allocates, traced in this process ...")
+        held = _held_by_answers(clusters_file, {"merged": answers["merged"].split(url, 1)[1],
+                                                "one": answers["one"].split(url, 1)[1]})
     results: dict = {"pods": pods, "rounds": rounds, "items": items,
                      "resting_rss_mib": round(resting, 1), "answers": {}}
     for name, measured in rows.items():
         times = sorted(r["s"] * 1000 for r in measured)
         summary = {"p50_ms": round(statistics.median(times), 1),
-                   "p90_ms": round(times[int(0.9 * (len(times) - 1))], 1),
+                   "p90_ms": round(times[max(0, math.ceil(0.9 * len(times)) - 1)], 1),
                    "bytes": measured[-1]["bytes"]}
         if "peak_mib" in measured[0]:
             summary["peak_mib"] = round(statistics.median(r["peak_mib"] for r in measured), 1)
             summary["peak_max_mib"] = round(max(r["peak_mib"] for r in measured), 1)
+            summary["allocated_mib"] = round(held[name], 2)
         results["answers"][name] = summary
     return results
 
@@ -150,15 +203,18 @@ def table(results: dict) -> str:
     names = {"merged": f"`/clusters/*/api/v1/pods` (3 × {pods:,})",
              "one": f"`/clusters/one/api/v1/pods` (1 × {3 * pods:,})",
              "apiserver": f"the API server, `resourceVersion=0` ({3 * pods:,})"}
-    lines = ["| answer | encoding | bytes sent | p50 | p90 | × one cluster's p50 | gateway memory "
-             "while answering (median; max) |", "|---|---|---:|---:|---:|---:|---:|"]
+    lines = ["| answer | encoding | bytes sent | p50 | p90 | × one cluster's p50 | allocated by "
+             "the answer at most | resident peak over rest (median; max) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
     for key, row in answers.items():
         name, _, encoding = key.partition(" ")
         one = answers[f"one {encoding}"]
         memory = (f"+{row['peak_mib']:.1f} MiB; +{row['peak_max_mib']:.1f} MiB"
                   if "peak_mib" in row else "—")
+        allocated = f"{row['allocated_mib']:.2f} MiB" if "allocated_mib" in row else "—"
         lines.append(f"| {names[name]} | {encoding} | {row['bytes']:,} | {row['p50_ms']:.0f} ms | "
-                     f"{row['p90_ms']:.0f} ms | {row['p50_ms'] / one['p50_ms']:.2f}× | {memory} |")
+                     f"{row['p90_ms']:.0f} ms | {row['p50_ms'] / one['p50_ms']:.2f}× | {allocated} | "
+                     f"{memory} |")
     return "\n".join(lines)
 
 
