@@ -259,10 +259,14 @@ _MERGED = """\
 `bench/merged.py`: the {pods:,} Pods' API server named three times in one gateway's
 clusters file (three informers and caches, as three clusters would have), beside a second
 API server holding {triple:,} Pods of the same shape, served by the same gateway process.
-Each answer read to its last byte, {rounds} rounds, interleaved; memory is the gateway's
-resident peak while answering, over its resting {resting:.0f} MiB (the peak reset before
-each request). A merged item is a copy with the cluster annotation, made a slice at a
-time as the client reads.
+Each answer read to its last byte, {rounds} rounds, interleaved. Memory two ways: what one
+answer allocated at most (`tracemalloc`, the same gateway in the benchmark's process,
+`curl` asking from another), and the gateway process's resident peak over its resting
+{resting:.0f} MiB (the peak reset before each request; memory freed earlier and still
+resident serves an answer without raising it). A merged item is a copy with the cluster
+annotation (only its metadata decoded and encoded again), made a slice at a time as the
+client reads: what a merged answer holds is its order (a reference and a place per item),
+never its items joined.
 """
 
 

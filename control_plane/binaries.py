@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from control_plane.errors import ClusterUnavailableError
+from control_plane.paths import cache_dir
 
 __all__ = ["Binaries", "cache_dir", "ensure_binaries", "ensure_browser", "main"]
 
@@ -40,12 +41,6 @@ class Binaries:
 
     etcd: Path
     kube_apiserver: Path
-
-
-def cache_dir() -> Path:
-    """Where built binaries are kept between runs (never inside the repository)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base) / "kube-cache-gateway"
 
 
 def _say(msg: str) -> None:

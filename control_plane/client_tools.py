@@ -26,8 +26,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from control_plane.binaries import cache_dir
 from control_plane.errors import ClusterUnavailableError
+from control_plane.paths import cache_dir
 
 __all__ = ["HELM_VERSION", "KUBECTL_VERSIONS", "ensure_client_tools", "helm", "kubectl"]
 

@@ -250,6 +250,29 @@ class RawClient:
         """
         return self._short("GET", path, None, self.headers(), read_timeout)
 
+    def get_raw(self, path: str, accept: str, if_none_match: str = "",
+                read_timeout: float = 60.0) -> tuple[int, bytes, dict[str, str]]:
+        """GET ``path`` as ``accept`` (a document too large or not JSON: OpenAPI); return
+        (HTTP status, the body decompressed, the headers in lower case). ``if_none_match``:
+        an ETag held (a 304 costs the server nothing). Never raises on 4xx/5xx.
+
+        Raises:
+            ConnectionError: the request could not be sent or answered.
+        """
+        headers = self.headers()
+        headers["Accept"] = accept
+        if if_none_match:
+            headers["If-None-Match"] = if_none_match
+        try:
+            response = self._pool.urlopen(
+                "GET", self._base + path, headers=headers, retries=_ONE_RETRY, redirect=False,
+                preload_content=True, decode_content=True,
+                timeout=urllib3.Timeout(connect=min(_CONNECT_TIMEOUT, read_timeout),
+                                        read=read_timeout))
+        except (OSError, Urllib3HTTPError, http.client.HTTPException) as exc:
+            raise ConnectionError(f"GET {path}: {exc}") from exc
+        return response.status, response.data, {k.lower(): v for k, v in response.headers.items()}
+
     def post_json(self, path: str, body: Any, read_timeout: float = 10.0) -> tuple[int, Any]:
         """POST ``body`` as JSON (a review); return (HTTP status, parsed body or ``None``).
 

@@ -1,6 +1,6 @@
-"""Suite-wide fixtures: the real cluster plugin, a guard against leaked threads, and the rule
+"""Suite-wide fixtures: the real cluster plugin, a guard against leaked threads, the rule
 that only tests marked ``cluster`` may use the real API server (so ``-m "not cluster"``
-runs with no control plane at all)."""
+runs with no control plane at all), and kubectl at each version the suite runs it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,17 @@ from collections.abc import Iterator
 
 import pytest
 
+from control_plane.client_tools import KUBECTL_VERSIONS
+from control_plane.client_tools import kubectl as kubectl_at
+
 pytest_plugins = ["control_plane.pytest_plugin"]
+
+
+@pytest.fixture(params=KUBECTL_VERSIONS, ids=lambda v: f"kubectl-{v}")
+def kubectl_version(request) -> str:
+    """A test that runs kubectl runs at the API server's version (1.20) and a current one."""
+    kubectl_at(request.param)  # missing: an error, never a skip (make test fetches both)
+    return request.param
 
 
 _REAL_SERVER_FIXTURES = {"local_cluster", "kubeconfig", "api_client"}

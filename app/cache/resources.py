@@ -25,12 +25,14 @@ from app.kube.printers import DEFAULT_PRINTER, PRINTERS, crd_columns
 from app.kube.request import ResourcePath
 from app.settings import Settings
 from app.cache.answer_age import HEARTBEAT_EVERY, stale_since
+from app.cache.openapi_documents import OpenAPIDocuments
 from app.kube.status import StatusError, not_found
 from app.kube.table import Printer
 from informer_core.discovery import APIResource, Discovery, GroupVersionResource
 from informer_core.errors import NotFoundError, UnsupportedResourceError
 from informer_core.factory import GenericInformer, SharedInformerFactory
 from informer_core.informer import HandlerRegistration
+from informer_core.rest import RawClient
 from informer_core.store import Indexer
 
 __all__ = ["ClusterCache", "ResourceCache"]
@@ -66,6 +68,23 @@ class ResourceCache:
         return not self.generic.stopped()
 
 
+def _raw_get(factory: SharedInformerFactory) -> Callable[[str, str, str], tuple[int, bytes, dict]]:
+    """GETs of raw documents with the factory's client, made when first needed (a factory
+    over an in-memory cluster has none, and never needs one for its lists)."""
+    client: RawClient | None = None
+
+    def get(path: str, accept: str, if_none_match: str) -> tuple[int, bytes, dict]:
+        nonlocal client
+        if client is None:
+            try:
+                client = RawClient(factory.api_client)
+            except Exception as exc:  # noqa: BLE001 - no client to be had: the server cannot be asked
+                raise ConnectionError(f"no API client: {exc}") from None
+        return client.get_raw(path, accept, if_none_match)
+
+    return get
+
+
 class ClusterCache:
     """One cluster's resources by GVR, loaded on first use; all methods run on the event loop."""
 
@@ -74,6 +93,7 @@ class ClusterCache:
         self.settings = settings
         self.factory = factory
         self.memory = memory if memory is not None else QueryMemory()  # the process's
+        self.openapi = OpenAPIDocuments(_raw_get(factory))  # the API server's, kept once asked
         self._entries: dict[GroupVersionResource, ResourceCache] = {}
         self._pending: dict[GroupVersionResource, asyncio.Task] = {}
         self._syncing: dict[GroupVersionResource, asyncio.Future] = {}  # loads awaiting the sync

@@ -80,6 +80,8 @@ def without_trailing_slashes(path: str) -> str:
 
 def is_resource_path(path: str) -> bool:
     """Whether ``path`` names a resource collection or object (not discovery or operations)."""
+    if path.startswith("/openapi/"):
+        return False  # the API server's OpenAPI documents (/openapi/v3/apis/apps/v1 too)
     segments = path.count("/", 1) + (0 if path.endswith("/") else 1)
     if path.startswith("/apis/"):
         return segments >= 4
@@ -260,6 +262,8 @@ def route_label(path: str) -> str:
         return path
     if path.startswith(("/api/", "/apis/")):
         return "discovery"
+    if path.startswith("/openapi/"):
+        return "openapi"
     return "other"
 
 

@@ -4,15 +4,28 @@ The documents are the API server's own (refreshed when older than a few
 seconds, one refresh at a time however many ask: ``ClusterCache.discovery_within``), so kubectl and the official Python client see the same resources,
 verbs and short names. Discovery is not authorization: denied resources are
 listed too; reading them answers 403.
+
+``/api`` and ``/apis`` also answer the aggregated documents a current client asks for
+(``app.kube.aggregated``), whatever the API server's version: every resource in two
+requests, with an ``ETag``.
+
+``/openapi/v2`` and ``/openapi/v3...`` are the API server's own documents, kept per
+cluster and checked again only after a discovery refresh (``app.cache.openapi_documents``),
+compressed when the client accepts it, with ETags: ``kubectl explain`` works through
+the gateway.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from app.http.context import context_of
+from app.cache.openapi_documents import PROTOBUF
+from app.kube.aggregated import AggregatedDocuments, aggregated_version
 from app.kube.status import not_found
 from informer_core.discovery import Discovery
 
@@ -20,10 +33,14 @@ __all__ = ["router"]
 
 router = APIRouter()
 _MAX_AGE = 10.0
+# each cluster's discovery -> its aggregated documents (built once per refresh)
+_AGGREGATED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _json(doc: object) -> Response:
-    return Response(orjson.dumps(doc), media_type="application/json")
+def _json(doc: object, vary: bool = False) -> Response:
+    """``vary``: the path also answers another document, chosen by ``Accept``."""
+    return Response(orjson.dumps(doc), media_type="application/json",
+                    headers={"Vary": "Accept"} if vary else None)
 
 
 async def _discovery(request: Request) -> Discovery:
@@ -33,12 +50,29 @@ async def _discovery(request: Request) -> Discovery:
 
 @router.get("/api", include_in_schema=False)
 async def api_versions(request: Request) -> Response:
-    return _json((await _discovery(request)).api_versions_doc)
+    discovery = await _discovery(request)
+    return _aggregated(request, discovery, "api") or _json(discovery.api_versions_doc, vary=True)
 
 
 @router.get("/apis", include_in_schema=False)
 async def api_groups(request: Request) -> Response:
-    return _json((await _discovery(request)).api_groups_doc)
+    discovery = await _discovery(request)
+    return _aggregated(request, discovery, "apis") or _json(discovery.api_groups_doc, vary=True)
+
+
+def _aggregated(request: Request, discovery: Discovery, root: str) -> Response | None:
+    """The aggregated document of ``root``, when ``Accept`` asks for it first (else None)."""
+    version = aggregated_version(request.headers.get("accept"))
+    if version is None:
+        return None
+    documents = _AGGREGATED.get(discovery)
+    if documents is None:
+        documents = _AGGREGATED[discovery] = AggregatedDocuments()
+    body, etag, media_type = documents.document(discovery, root, version)
+    headers = {"ETag": etag, "Vary": "Accept", "Cache-Control": "public"}
+    if etag in [t.strip() for t in request.headers.get("if-none-match", "").split(",")]:
+        return Response(status_code=304, headers=headers)
+    return Response(body, headers={**headers, "Content-Type": media_type})
 
 
 @router.get("/api/{version}", include_in_schema=False)
@@ -73,3 +107,46 @@ async def _resource_list(request: Request, group_version: str) -> Response:
 @router.get("/version", include_in_schema=False)
 async def version(request: Request) -> Response:
     return _json((await _discovery(request)).version_doc)
+
+
+@router.get("/openapi/v2", include_in_schema=False)
+async def openapi_v2(request: Request) -> Response:
+    accept = request.headers.get("accept", "")
+    return await _openapi(request, "/openapi/v2", "protobuf" if PROTOBUF in accept else "json")
+
+
+@router.get("/openapi/v3", include_in_schema=False)
+async def openapi_v3_root(request: Request) -> Response:
+    return await _openapi(request, "/openapi/v3", "json")
+
+
+@router.get("/openapi/v3/{group_version:path}", include_in_schema=False)
+async def openapi_v3(request: Request, group_version: str) -> Response:
+    query = request.scope.get("query_string", b"").decode("latin-1")
+    return await _openapi(request, f"/openapi/v3/{group_version}" + (f"?{query}" if query else ""),
+                          "json")
+
+
+async def _openapi(request: Request, path: str, kind: str) -> Response:
+    """One of the cluster's OpenAPI documents, from memory (see the module)."""
+    context = context_of(request.scope)
+    cluster = context.cluster or request.app.state.gateway.default
+    discovery = await _discovery(request)
+    kept = await cluster.caches.openapi.document(path, kind, discovery.api_groups_doc)
+    headers = {"ETag": kept.etag, "Vary": "Accept, Accept-Encoding",
+               "Cache-Control": "no-cache, private"}
+    if kept.etag in [t.strip() for t in request.headers.get("if-none-match", "").split(",")]:
+        return Response(status_code=304, headers=headers)
+    body = kept.body
+    if path == "/openapi/v3" and context.prefix:
+        # the root names each document by a path from the server's root: under a cluster's
+        # prefix, that path must carry the prefix (a client resolves it against its host)
+        root = orjson.loads(body)
+        for entry in (root.get("paths") or {}).values():
+            if isinstance(entry, dict) and isinstance(entry.get("serverRelativeURL"), str):
+                entry["serverRelativeURL"] = context.prefix + entry["serverRelativeURL"]
+        body = orjson.dumps(root)
+    elif "gzip" in request.headers.get("accept-encoding", ""):
+        return Response(kept.gzipped, headers={**headers, "Content-Type": kept.media_type,
+                                               "Content-Encoding": "gzip"})
+    return Response(body, headers={**headers, "Content-Type": kept.media_type})

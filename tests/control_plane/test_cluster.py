@@ -52,8 +52,10 @@ def test_non_admin_user_is_denied_by_rbac(local_cluster):
     assert local_cluster.user.name in body["message"]
 
 
-def test_kubectl_talks_to_the_cluster(kubeconfig, namespace):
-    out = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "get", "namespace",
+def test_kubectl_talks_to_the_cluster(kubeconfig, namespace, kubectl_version):
+    from control_plane.client_tools import kubectl
+
+    out = subprocess.run([str(kubectl(kubectl_version)), "--kubeconfig", str(kubeconfig), "get", "namespace",
                           namespace, "-o", "name"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"namespace/{namespace}"

@@ -39,8 +39,10 @@ def by_kind(objs: list[dict], kind: str) -> list[dict]:
 
 
 def kubectl(*args: str, input_text: str | None = None, timeout: float = 120) -> str:
-    """Run kubectl; fail the test with its stderr on a non-zero exit."""
-    done = subprocess.run(["kubectl", *args], input=input_text, capture_output=True, text=True,
+    """Run kubectl (the current one, 1.35); fail the test with its stderr on a non-zero exit."""
+    from control_plane.client_tools import kubectl as current
+
+    done = subprocess.run([str(current("1.35")), *args], input=input_text, capture_output=True, text=True,
                           timeout=timeout)
     assert done.returncode == 0, f"kubectl {' '.join(args)}:\n{done.stderr}"
     return done.stdout

@@ -485,9 +485,12 @@ def test_each_request_writes_one_access_line(world, gateway):
     assert "cannot list resource" in denied["reason"]
 
 
-def test_kubectl_reads_through_the_gateway_with_its_own_token(world, gateway, tmp_path):
+def test_kubectl_reads_through_the_gateway_with_its_own_token(world, gateway, tmp_path,
+                                                              kubectl_version):
+    from control_plane.client_tools import kubectl
+
     token = world.tokens["ns-reader"]
-    base = ["kubectl", f"--server={gateway.url}", f"--token={token}", "--request-timeout=20s",
+    base = [str(kubectl(kubectl_version)), f"--server={gateway.url}", f"--token={token}", "--request-timeout=20s",
             f"--certificate-authority={gateway.ca_file}", f"--cache-dir={tmp_path}"]
     ok = subprocess.run([*base, "get", "pods", "-n", "authz-a", "-o", "name"],
                         capture_output=True, text=True, timeout=60)
@@ -567,9 +570,12 @@ def test_a_cluster_wide_list_answers_with_the_callers_namespaces(world, gateway,
         assert unpartitioned.get(path).status_code == direct.get(path).status_code
 
 
-def test_kubectl_get_all_namespaces_shows_the_partition(world, gateway, partitioned, tmp_path):
+def test_kubectl_get_all_namespaces_shows_the_partition(world, gateway, partitioned, tmp_path,
+                                                        kubectl_version):
+    from control_plane.client_tools import kubectl
+
     token = world.tokens["alice"]
-    base = ["kubectl", f"--server={partitioned.url}", f"--token={token}", "--request-timeout=20s",
+    base = [str(kubectl(kubectl_version)), f"--server={partitioned.url}", f"--token={token}", "--request-timeout=20s",
             f"--certificate-authority={partitioned.ca_file}", f"--cache-dir={tmp_path}"]
     got = subprocess.run([*base, "get", "configmaps", "-A", "--no-headers",
                           "-o", "custom-columns=NS:.metadata.namespace,NAME:.metadata.name"],

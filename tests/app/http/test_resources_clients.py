@@ -1,4 +1,6 @@
-"""kubectl and the official Python client, unmodified, print and get the same through the gateway."""
+"""kubectl (at 1.20 and at 1.35) and the official Python client, unmodified, print and get the
+same through the gateway as against the API server; a current kubectl discovers every
+resource in two requests and explains fields from the API server's OpenAPI."""
 
 from __future__ import annotations
 
@@ -15,22 +17,31 @@ from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
 
+from control_plane.client_tools import kubectl as kubectl_at
+
 pytestmark = pytest.mark.cluster
 
 _AGE = re.compile(r"(?<=\s)\d+[smhdy](\d+[smh])?(?=\s|$)")
 
 
-def kubectl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(["kubectl", *args], capture_output=True, text=True, timeout=timeout)
+@pytest.fixture
+def version(kubectl_version) -> str:
+    """Each kubectl test runs at the API server's version and at a current one."""
+    return kubectl_version
+
+
+def kubectl(*args: str, version: str = "1.35", timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([str(kubectl_at(version)), *args], capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def normalise(text: str) -> str:
     return _AGE.sub("AGE", text)
 
 
-def both(kubeconfig, url, args: list[str]) -> tuple[str, str]:
-    direct = kubectl("--kubeconfig", str(kubeconfig), *args)
-    ours = kubectl("--server", url, *args)
+def both(kubeconfig, url, args: list[str], version: str) -> tuple[str, str]:
+    direct = kubectl("--kubeconfig", str(kubeconfig), *args, version=version)
+    ours = kubectl("--server", url, *args, version=version)
     assert direct.returncode == 0, direct.stderr
     assert ours.returncode == 0, ours.stderr
     return direct.stdout, ours.stdout
@@ -55,9 +66,9 @@ TABLE_COMMANDS = [
 
 
 @pytest.mark.parametrize("args", TABLE_COMMANDS, ids=lambda a: " ".join(a))
-def test_kubectl_prints_the_same_rows(kubeconfig, gateway, demo, args):
+def test_kubectl_prints_the_same_rows(kubeconfig, gateway, demo, args, version):
     for attempt in range(3):  # the cache may trail the apiserver by milliseconds
-        direct, ours = both(kubeconfig, gateway.url, args)
+        direct, ours = both(kubeconfig, gateway.url, args, version)
         if normalise(direct) == normalise(ours):
             break
         time.sleep(0.3)
@@ -72,19 +83,28 @@ def test_kubectl_prints_the_same_rows(kubeconfig, gateway, demo, args):
     ["get", "widgets", "-n", "demo-shop", "-o", "yaml"],
     ["get", "configmap", "settings", "-n", "demo-shop", "-o", "yaml"],
 ], ids=lambda a: " ".join(a))
-def test_kubectl_json_and_yaml_show_the_same_objects(kubeconfig, gateway, demo, args):
-    load = yaml.safe_load if "yaml" in args else json.loads
+def test_kubectl_json_and_yaml_show_the_same_objects(kubeconfig, gateway, demo, args, version):
+    parse = yaml.safe_load if "yaml" in args else json.loads
+
+    def load(text: str) -> dict:
+        """The objects without managedFields: the gateway drops them (--keep-managed-fields
+        keeps them), and kubectl before 1.21 prints them where later ones do not."""
+        doc = parse(text)
+        for obj in doc.get("items", [doc]):
+            obj.get("metadata", {}).pop("managedFields", None)
+        return doc
+
     for attempt in range(3):
-        direct, ours = both(kubeconfig, gateway.url, args)
+        direct, ours = both(kubeconfig, gateway.url, args, version)
         if load(direct) == load(ours):
             break
         time.sleep(0.3)
     assert load(ours) == load(direct)
 
 
-def test_kubectl_get_watch_prints_changes(kubeconfig, gateway, kube, namespace):
+def test_kubectl_get_watch_prints_changes(kubeconfig, gateway, kube, namespace, version):
     kube.create(f"/api/v1/namespaces/{namespace}/configmaps", {"metadata": {"name": "w0"}})
-    proc = subprocess.Popen(["kubectl", "--server", gateway.url, "get", "configmaps", "-n",
+    proc = subprocess.Popen([str(kubectl_at(version)), "--server", gateway.url, "get", "configmaps", "-n",
                              namespace, "-w"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     lines: list[str] = []
@@ -190,18 +210,58 @@ def test_official_python_client_gets_410_for_a_too_old_version(gateway):
         api.close()
 
 
-def test_kubectl_reads_discovery_and_short_names(gateway):
-    got = kubectl("--server", gateway.url, "api-resources", "--api-group=apps", "-o", "name")
+def test_kubectl_reads_discovery_and_short_names(kubeconfig, gateway, demo, version):
+    got = kubectl("--server", gateway.url, "api-resources", "--api-group=apps", "-o", "name",
+                  version=version)
     assert got.returncode == 0, got.stderr
     assert "deployments.apps" in got.stdout.split()
-    po = kubectl("--server", gateway.url, "get", "po", "-n", "demo-shop", "-o", "name")
+    po = kubectl("--server", gateway.url, "get", "po", "-n", "demo-shop", "-o", "name",
+                 version=version)
     assert "pod/web-1" in po.stdout.split()
+    direct, ours = both(kubeconfig, gateway.url, ["api-resources"], version)
+    assert ours == direct, "every resource, short name, group and kind, as the API server lists"
 
 
-def test_kubectl_errors_are_kubectl_shaped(gateway):
-    missing = kubectl("--server", gateway.url, "get", "pod", "nope-" + uuid.uuid4().hex[:6], "-n", "demo-shop")
+def test_kubectl_errors_are_kubectl_shaped(gateway, version):
+    missing = kubectl("--server", gateway.url, "get", "pod", "nope-" + uuid.uuid4().hex[:6],
+                      "-n", "demo-shop", version=version)
     assert missing.returncode != 0 and "NotFound" in missing.stderr
-    denied = kubectl("--server", gateway.url, "get", "secrets", "-A")
+    denied = kubectl("--server", gateway.url, "get", "secrets", "-A", version=version)
     assert denied.returncode != 0 and "Forbidden" in denied.stderr
-    write = kubectl("--server", gateway.url, "delete", "pod", "web-1", "-n", "demo-shop")
+    write = kubectl("--server", gateway.url, "delete", "pod", "web-1", "-n", "demo-shop",
+                    version=version)
     assert write.returncode != 0 and "MethodNotAllowed" in write.stderr
+
+
+@pytest.mark.parametrize("field", ["pods", "pods.spec.containers.image", "deployments.spec.strategy",
+                                   "widgets.spec"])
+def test_kubectl_explain_says_what_the_api_server_says(kubeconfig, gateway, demo, version, field):
+    """From the API server's OpenAPI, kept by the gateway (v3 where the API server has it,
+    else v2: JSON for kubectl 1.35, protobuf for 1.20)."""
+    direct, ours = both(kubeconfig, gateway.url, ["explain", field], version)
+    assert ours == direct and ("FIELD" in ours or "DESCRIPTION" in ours)
+
+
+def _requests(stderr: str) -> list[str]:
+    """The requests kubectl's ``-v=6`` log says it made: method and URL (kubectl 1.20 logs
+    ``GET https://...``, later ones ``"Response" verb="GET" url="https://..."``)."""
+    return (re.findall(r'"Response" verb="(\w+)" url="([^"]+)"', stderr)
+            or re.findall(r"\b(GET|HEAD|POST) (https?://\S+)", stderr))
+
+
+def test_a_current_kubectl_discovers_everything_in_two_requests(kubeconfig, gateway, demo,
+                                                                tmp_path):
+    """With an empty cache: against the 1.20 API server one request per group version;
+    through the gateway, aggregated discovery: /api, /apis, then the list."""
+    counts = {}
+    for name, target in (("direct", ["--kubeconfig", str(kubeconfig)]),
+                         ("ours", ["--server", gateway.url])):
+        cache = tmp_path / name
+        done = kubectl(*target, "--cache-dir", str(cache), "-v=6", "get", "deployments", "-A",
+                       version="1.35")
+        assert done.returncode == 0, done.stderr[-2000:]
+        counts[name] = _requests(done.stderr)
+        assert "web" in done.stdout
+    paths = [url.split(gateway.url, 1)[-1].split("?")[0] for _, url in counts["ours"]]
+    assert paths == ["/api", "/apis", "/apis/apps/v1/deployments"], paths
+    assert len(counts["direct"]) > 10 * len(counts["ours"]), (len(counts["direct"]), paths)
