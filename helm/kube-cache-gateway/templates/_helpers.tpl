@@ -75,4 +75,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
 {{- fail "autoscaling.minReplicas must not exceed autoscaling.maxReplicas" }}
 {{- end }}
+{{- if lt (int .Values.terminationGracePeriodSeconds) (add (int .Values.preStopDelaySeconds) 12) }}
+{{- fail (printf "terminationGracePeriodSeconds must be at least preStopDelaySeconds + 12 (%d): after the delay the gateway ends its streams with their last words and waits up to 10 s for answers under way" (add (int .Values.preStopDelaySeconds) 12)) }}
+{{- end }}
 {{- end }}
