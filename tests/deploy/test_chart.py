@@ -32,10 +32,10 @@ def test_each_variant_lints_clean(variant, kube_version):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_each_variant_renders_objects_valid_for_kubernetes(variant, version):
     objs = objects_of(variant_values(variant), kube_version=f"v{version}",
-                      api_versions=("monitoring.coreos.com/v1",))
+                      api_versions=_OPERATOR_APIS)
     assert objs
     for obj in objs:
-        if obj["apiVersion"].startswith("monitoring.coreos.com/"):
+        if obj["apiVersion"].startswith(("monitoring.coreos.com/", "cert-manager.io/")):
             continue  # a CRD's kind: checked by the API server below, with its CRD installed
         kubernetes_validate.validate(obj, version, strict=True)
 
@@ -44,7 +44,7 @@ def test_the_default_objects_are_the_expected_set():
     kinds = sorted(o["kind"] for o in objects_of())
     assert kinds == sorted(["ServiceAccount", "ClusterRole", "ClusterRole", "ClusterRoleBinding",
                             "ClusterRoleBinding", "Deployment", "Service",
-                            "PodDisruptionBudget"])
+                            "PodDisruptionBudget", "NetworkPolicy"])
     full = {o["kind"] for o in objects_of(variant_values("full-values.yaml"))}
     assert {"Ingress", "ServiceMonitor", "HorizontalPodAutoscaler", "NetworkPolicy"} <= full
 
@@ -154,9 +154,12 @@ def test_values_against_the_schema_fail_the_render(values, says):
 @pytest.mark.parametrize("values, says", [
     ({"authz": {"mode": "none"}}, "set authz.allowAnonymous=true"),
     ({"tls": {"enabled": True}}, "tls.enabled needs tls.secretName"),
+    ({"tls": {"enabled": True, "certManager": {"enabled": True}}}, "issuerRef.name"),
     ({"serviceAccount": {"create": False}}, "serviceAccount.name"),
     ({"autoscaling": {"enabled": True, "minReplicas": 5, "maxReplicas": 2}}, "minReplicas"),
     ({"preStopDelaySeconds": 20, "terminationGracePeriodSeconds": 30}, "at least preStopDelaySeconds + 12 (32)"),
+    ({"metrics": {"serviceMonitor": {"enabled": True}}, "rbac": {"metricsReader": False}},
+     "keep rbac.metricsReader"),
 ])
 def test_settings_that_cannot_work_fail_the_render_saying_why(values, says):
     with pytest.raises(render.HelmError) as failed:
@@ -183,15 +186,24 @@ def test_every_value_is_in_the_schema_and_the_readme():
 
 # -- on the real API server -------------------------------------------------------------------
 
-_SERVICE_MONITOR_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
-    "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
-             "names": {"plural": "servicemonitors", "singular": "servicemonitor",
-                       "kind": "ServiceMonitor", "listKind": "ServiceMonitorList"},
-             "versions": [{"name": "v1", "served": True, "storage": True,
-                           "schema": {"openAPIV3Schema": {
-                               "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+def _crd(group: str, kind: str, plural: str) -> dict:
+    """A schemaless CRD standing in for an operator's (the API server checks the object's kind
+    and metadata; the operator's own validation is its business)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {"group": group, "scope": "Namespaced",
+                 "names": {"plural": plural, "singular": kind.lower(), "kind": kind,
+                           "listKind": f"{kind}List"},
+                 "versions": [{"name": "v1", "served": True, "storage": True,
+                               "schema": {"openAPIV3Schema": {
+                                   "type": "object",
+                                   "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+_OPERATOR_CRDS = (_crd("monitoring.coreos.com", "ServiceMonitor", "servicemonitors"),
+                  _crd("cert-manager.io", "Certificate", "certificates"))
+_OPERATOR_APIS = ("monitoring.coreos.com/v1", "cert-manager.io/v1")
 
 
 @pytest.fixture(scope="module")
@@ -200,9 +212,10 @@ def release_namespace(local_cluster):
 
     kube = KubeAPI.for_cluster(local_cluster)
     kube.ensure_namespace("kube-cache-gateway")
-    if kube.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
-                "servicemonitors.monitoring.coreos.com", ok_missing=True) is None:
-        kube.create_crd(_SERVICE_MONITOR_CRD)
+    for crd in _OPERATOR_CRDS:
+        if kube.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                    + crd["metadata"]["name"], ok_missing=True) is None:
+            kube.create_crd(crd)
     return "kube-cache-gateway"
 
 
@@ -218,7 +231,7 @@ def dry_run(local_cluster, objs: list[dict]) -> str:
 def test_each_variant_is_accepted_by_the_api_server(local_cluster, release_namespace,
                                                      server_version, variant):
     objs = objects_of(variant_values(variant), kube_version=server_version,
-                      api_versions=("monitoring.coreos.com/v1",))
+                      api_versions=_OPERATOR_APIS)
     out = dry_run(local_cluster, objs)
     assert out.count("(server dry run)") == len(objs), out
 
@@ -306,3 +319,47 @@ def test_a_release_installs_upgrades_and_uninstalls_for_real(local_cluster):
     finally:
         subprocess.run([*helm, "uninstall", release, "--wait"], capture_output=True, timeout=120)
     assert ours() == {}, "nothing of the release left behind"
+
+
+def test_cert_manager_issues_the_serving_certificate_for_the_services_names():
+    objs = objects_of(variant_values("cert-manager-values.yaml"))
+    (certificate,) = by_kind(objs, "Certificate")
+    (deployment,) = by_kind(objs, "Deployment")
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == certificate["spec"]["secretName"] \
+        == "kube-cache-gateway-tls"
+    assert "kube-cache-gateway.kube-cache-gateway.svc" in certificate["spec"]["dnsNames"]
+    assert certificate["spec"]["issuerRef"] == {"name": "cluster-ca", "kind": "ClusterIssuer",
+                                               "group": "cert-manager.io"}
+
+
+def test_the_service_monitor_sends_a_token_allowed_to_read_metrics_never_a_token_file():
+    objs = objects_of(variant_values("full-values.yaml"))
+    (monitor,) = by_kind(objs, "ServiceMonitor")
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert "bearerTokenFile" not in endpoint
+    secret = endpoint["authorization"]["credentials"]
+    (token,) = [s for s in by_kind(objs, "Secret") if s["metadata"]["name"] == secret["name"]]
+    assert token["type"] == "kubernetes.io/service-account-token" and secret["key"] == "token"
+    scraper = token["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+    (binding,) = [b for b in by_kind(objs, "ClusterRoleBinding")
+                  if b["roleRef"]["name"].endswith(":metrics-reader")]
+    assert binding["subjects"][0]["name"] == scraper
+    named = objects_of({**variant_values("full-values.yaml"), "metrics": {"serviceMonitor": {
+        "enabled": True, "tokenSecret": "prometheus-token"}}})
+    (monitor,) = by_kind(named, "ServiceMonitor")
+    assert monitor["spec"]["endpoints"][0]["authorization"]["credentials"]["name"] == \
+        "prometheus-token"
+    assert not by_kind(named, "Secret"), "a Secret named: the chart makes none"
+
+
+def test_the_network_policy_admits_labelled_clients_and_the_peers_named_never_everyone():
+    (default,) = by_kind(objects_of(), "NetworkPolicy")
+    (rule,) = default["spec"]["ingress"]
+    assert rule["from"] == [{"namespaceSelector": {}, "podSelector": {"matchLabels": {
+        "kube-cache-gateway.io/client": "true"}}}]
+    assert {"namespaceSelector": {}} not in rule["from"], "not every pod in the cluster"
+    (fenced,) = by_kind(objects_of(variant_values("authz-none-values.yaml")), "NetworkPolicy")
+    assert fenced["spec"]["ingress"][0]["from"][1] == {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "dashboards"}}}
+    assert not by_kind(objects_of({"networkPolicy": {"enabled": False}}), "NetworkPolicy")

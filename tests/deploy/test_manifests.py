@@ -28,11 +28,12 @@ def test_kustomize_gives_the_namespace_and_the_charts_objects_in_it():
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRole",
                             "ClusterRoleBinding", "ClusterRoleBinding", "Deployment", "Service",
-                            "PodDisruptionBudget"])
+                            "PodDisruptionBudget", "NetworkPolicy"])
     for doc in docs:
         labels = doc["metadata"].get("labels", {})
         assert "helm.sh/chart" not in labels and labels.get("app.kubernetes.io/managed-by") is None
-        if doc["kind"] in ("ServiceAccount", "Deployment", "Service", "PodDisruptionBudget"):
+        if doc["kind"] in ("ServiceAccount", "Deployment", "Service", "PodDisruptionBudget",
+                           "NetworkPolicy"):
             assert doc["metadata"]["namespace"] == "kube-cache-gateway"
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
     image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]

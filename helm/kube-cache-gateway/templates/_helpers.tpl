@@ -52,6 +52,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/* http or https, as the gateway serves. */}}
+{{/* The Secret holding the serving certificate: named, or the one cert-manager writes. */}}
+{{- define "kcg.tlsSecret" -}}
+{{- .Values.tls.secretName | default (printf "%s-tls" (include "kcg.fullname" .)) }}
+{{- end }}
+
 {{- define "kcg.scheme" -}}
 {{- if .Values.tls.enabled }}https{{ else }}http{{ end }}
 {{- end }}
@@ -61,8 +66,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and (eq .Values.authz.mode "none") (not .Values.authz.allowAnonymous) }}
 {{- fail "authz.mode=none lets anyone who reaches the Service read what the gateway's ServiceAccount can: set authz.allowAnonymous=true to accept that (and consider networkPolicy.enabled), or keep authz.mode=kubernetes" }}
 {{- end }}
-{{- if and .Values.tls.enabled (not .Values.tls.secretName) }}
-{{- fail "tls.enabled needs tls.secretName: a kubernetes.io/tls Secret in the release's namespace" }}
+{{- if and .Values.tls.enabled (not .Values.tls.secretName) (not .Values.tls.certManager.enabled) }}
+{{- fail "tls.enabled needs tls.secretName (a kubernetes.io/tls Secret in the release's namespace) or tls.certManager.enabled" }}
+{{- end }}
+{{- if and .Values.tls.enabled .Values.tls.certManager.enabled (not .Values.tls.certManager.issuerRef.name) }}
+{{- fail "tls.certManager.enabled needs tls.certManager.issuerRef.name: the Issuer or ClusterIssuer that signs the certificate" }}
 {{- end }}
 {{- range .Values.clusters.list }}
 {{- if and .context (not $.Values.clusters.kubeconfigSecret) }}
@@ -74,6 +82,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
 {{- fail "autoscaling.minReplicas must not exceed autoscaling.maxReplicas" }}
+{{- end }}
+{{- if and .Values.metrics.serviceMonitor.enabled (eq .Values.authz.mode "kubernetes") (not .Values.metrics.serviceMonitor.tokenSecret) (not .Values.rbac.metricsReader) }}
+{{- fail "metrics.serviceMonitor.enabled makes a scraper bound to the metrics-reader ClusterRole: keep rbac.metricsReader, or name metrics.serviceMonitor.tokenSecret" }}
 {{- end }}
 {{- if lt (int .Values.terminationGracePeriodSeconds) (add (int .Values.preStopDelaySeconds) 12) }}
 {{- fail (printf "terminationGracePeriodSeconds must be at least preStopDelaySeconds + 12 (%d): after the delay the gateway ends its streams with their last words and waits up to 10 s for answers under way" (add (int .Values.preStopDelaySeconds) 12)) }}
