@@ -175,13 +175,36 @@ def test_the_notes_say_how_to_reach_it_and_a_curl_to_try():
     assert "NOT authorized" in anonymous["kube-cache-gateway/templates/NOTES.txt"]
 
 
+def _paths(values: dict, schema: dict, prefix: str = "") -> tuple[set[str], set[str]]:
+    """The dotted keys of ``values`` and of ``schema``'s properties, as deep as the schema
+    describes objects by their properties (free-form maps end a path)."""
+    in_values, in_schema = set(), set()
+    properties = schema.get("properties") or {}
+    for key in properties:
+        in_schema.add(prefix + key)
+    for key, value in values.items():
+        in_values.add(prefix + key)
+        described = properties.get(key) or {}
+        if isinstance(value, dict) and described.get("properties"):
+            more_values, more_schema = _paths(value, described, f"{prefix}{key}.")
+            in_values |= more_values
+            in_schema |= more_schema
+    return in_values, in_schema
+
+
 def test_every_value_is_in_the_schema_and_the_readme():
+    """values.yaml and values.schema.json name the same keys, at every depth the schema
+    describes; every value is in the chart's README."""
     schema = json.loads((CHART / "values.schema.json").read_text())
     readme = (CHART / "README.md").read_text()
     defaults = yaml.safe_load((CHART / "values.yaml").read_text())
-    assert set(defaults) == set(schema["properties"])
-    for key in defaults:
-        assert f"`{key}" in readme, f"{key} is not in helm/kube-cache-gateway/README.md"
+    in_values, in_schema = _paths(defaults, schema)
+    assert in_values == in_schema, {"only in values.yaml": sorted(in_values - in_schema),
+                                    "only in the schema": sorted(in_schema - in_values)}
+    missing = [key for key in sorted(in_values)
+               if f"`{key}" not in readme and f"`{key.rsplit('.', 1)[-1]}`" not in readme
+               and f"`{key.rpartition('.')[0]}" not in readme]
+    assert not missing, f"not in helm/kube-cache-gateway/README.md: {missing}"
 
 
 # -- on the real API server -------------------------------------------------------------------
@@ -351,6 +374,16 @@ def test_the_service_monitor_sends_a_token_allowed_to_read_metrics_never_a_token
     assert monitor["spec"]["endpoints"][0]["authorization"]["credentials"]["name"] == \
         "prometheus-token"
     assert not by_kind(named, "Secret"), "a Secret named: the chart makes none"
+
+
+def test_a_helm_test_pod_only_when_asked_for():
+    assert not by_kind(objects_of(), "Pod"), "off by default"
+    (pod,) = by_kind(objects_of({"tests": {"enabled": True}}), "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert pod["metadata"]["labels"]["kube-cache-gateway.io/client"] == "true"
+    script = pod["spec"]["containers"][0]["command"][2]
+    assert "http://kube-cache-gateway.kube-cache-gateway.svc:8080/readyz" in script
+    assert pod["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
 
 
 def test_the_network_policy_admits_labelled_clients_and_the_peers_named_never_everyone():
