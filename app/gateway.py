@@ -86,7 +86,8 @@ class Gateway:
             self._join(cluster)
         self._applying = asyncio.Lock()
         self.limiter = StreamLimiter(settings.max_streams, settings.max_streams_per_client)
-        self.metrics = Metrics(lambda: self.clusters)
+        self.metrics = Metrics(lambda: self.clusters,
+                               lambda: (self._identity_name(), self.authenticator))
         self.closing = asyncio.Event()
         # merged streams follow the clusters as they come and go: each counts the changes
         # and is woken by one (``app.streams.merged``)

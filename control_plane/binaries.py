@@ -231,7 +231,8 @@ def ensure_browser() -> str | None:
     return found
 
 
-_TEST_TOOLS = (("go", "golang-go"), ("wrk", "wrk"), ("tinyproxy", "tinyproxy"))
+_TEST_TOOLS = (("go", "golang-go"), ("wrk", "wrk"), ("tinyproxy", "tinyproxy"),
+               ("promtool", "prometheus"))
 
 
 def main() -> int:
@@ -240,7 +241,7 @@ def main() -> int:
     etcd and kube-apiserver always; ``--test-tools`` adds Chromium (the
     EventSource test), Go (the fan-out benchmark's receivers), wrk (the
     query benchmark's load generator), tinyproxy (a real forward proxy for the
-    proxy tests), and kubectl 1.20 and 1.35 and helm 4 (``control_plane.client_tools``:
+    proxy tests), promtool (the chart's alerts evaluated), and kubectl 1.20 and 1.35 and helm 4 (``control_plane.client_tools``:
     the clients the suite runs; without them it fails).
     """
     try:

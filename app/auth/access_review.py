@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from app.auth.decisions import DecisionCache
 from app.auth.identity import UserInfo
-from app.auth.reviews import Reviewer
+from app.auth.reviews import ReviewError, Reviewer
 from app.bridge import run_blocking
 from app.kube.status import StatusError, forbidden
 
@@ -90,6 +90,7 @@ class AccessReviews:
         self.allow_ttl = allow_ttl
         self.deny_ttl = deny_ttl
         self.accesses: DecisionCache[tuple[bool, str]] = DecisionCache(max_entries, clock)
+        self.failures = 0  # reviews the API server could not answer (kcg_reviews_failed_total)
 
     def cached_check(self, user: UserInfo, attrs: Attributes) -> float | None:
         """``check`` from the cache alone: until when allowed, ``None`` on a miss.
@@ -127,7 +128,11 @@ class AccessReviews:
     async def _review_access(self, user: UserInfo, attrs: Attributes) -> tuple[tuple[bool, str], float]:
         spec: dict[str, Any] = {**attrs.review_spec(),
                                 **user.review_spec(self.user_prefix, self.group_prefix)}
-        status = await run_blocking(self.reviewer.review_access, spec)
+        try:
+            status = await run_blocking(self.reviewer.review_access, spec)
+        except ReviewError:
+            self.failures += 1
+            raise
         allowed = bool(status.get("allowed")) and not status.get("denied")
         reason = str(status.get("reason") or "") if not allowed else ""
         return (allowed, reason), self.allow_ttl if allowed else self.deny_ttl

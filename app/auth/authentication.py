@@ -36,7 +36,7 @@ from app.auth.access_review import AccessReviews, Attributes
 from app.auth.decisions import DecisionCache
 from app.auth.identity import Credentials, Impersonation, UserInfo, impersonated_user
 from app.auth.review_budget import ReviewBudget
-from app.auth.reviews import Reviewer
+from app.auth.reviews import ReviewError, Reviewer
 from app.bridge import run_blocking
 from app.kube.status import StatusError
 
@@ -121,6 +121,7 @@ class TokenReviewAuthenticator:
         # rejections apart: a flood of bad tokens must not push real callers' reviews out
         self.rejected: DecisionCache[None] = DecisionCache(max_entries, clock)
         self.budget = budget or ReviewBudget()
+        self.failures = 0  # reviews the API server could not answer (kcg_reviews_failed_total)
 
     def _token_key(self, token: str) -> bytes:
         # salted SHA-256 (hardware-accelerated: under a microsecond for a 1 KB JWT)
@@ -178,8 +179,12 @@ class TokenReviewAuthenticator:
 
     async def _review_token(self, key: bytes, token: str) -> tuple[UserInfo, float]:
         """The token's user and how long to keep it; a rejection is kept apart, and raised."""
-        status = await run_blocking(self.reviewer.review_token, token, self.audiences,
-                                    limiter=self.budget.limiter)
+        try:
+            status = await run_blocking(self.reviewer.review_token, token, self.audiences,
+                                        limiter=self.budget.limiter)
+        except ReviewError:
+            self.failures += 1
+            raise
         user = None
         if status.get("authenticated") and isinstance(status.get("user"), dict):
             given = set(status.get("audiences") or ())

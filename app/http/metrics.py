@@ -5,7 +5,11 @@ cluster) and the ``resource``.
 
 Cache figures (objects, sync state, relists, watch restarts, last event age)
 are read from the informers when scraped, so the hot path pays only for one
-histogram observation per request.
+histogram observation per request; so are the reviews that failed (the API server did not
+answer a ``TokenReview`` or ``SubjectAccessReview``: callers got 503).
+
+The chart's ``PrometheusRule`` alerts on these names, and its dashboard plots them: a test
+evaluates every alert against what ``/metrics`` exposes, so renaming one fails there.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
+    Counter,
     Gauge,
     GCCollector,
     Histogram,
@@ -36,8 +41,10 @@ _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 
 
 
 class _CacheCollector(Collector):
-    def __init__(self, clusters: Callable[[], Mapping[str, Any]]) -> None:
+    def __init__(self, clusters: Callable[[], Mapping[str, Any]],
+                 identity: Callable[[], tuple[str, Any]]) -> None:
         self._clusters = clusters
+        self._identity = identity  # (the identity cluster's name, the authenticator or None)
 
     def collect(self) -> Iterable[Any]:
         objects = GaugeMetricFamily("kcg_cache_objects", "Objects cached per resource", labels=_LABELS)
@@ -68,9 +75,17 @@ class _CacheCollector(Collector):
                     age.add_metric(name, max(0.0, now - stats.last_event_time))
         up = GaugeMetricFamily("kcg_cluster_up", "1 when the cluster's API server answered "
                                "the last heartbeat", labels=["cluster"])
+        failed = CounterMetricFamily("kcg_reviews_failed", "Token and access reviews the API "
+                                     "server could not answer (callers got 503)",
+                                     labels=["cluster", "review"])
         for cluster_name, cluster in list(self._clusters().items()):
             up.add_metric((cluster_name,), 1.0 if cluster.caches.api_server_answers() else 0.0)
-        yield from (objects, synced, relists, restarts, events, age, subscribers, up)
+            if cluster.access is not None:
+                failed.add_metric((cluster_name, "access"), cluster.access.failures)
+        identity, authenticator = self._identity()
+        if authenticator is not None:
+            failed.add_metric((identity, "token"), getattr(authenticator, "failures", 0))
+        yield from (objects, synced, relists, restarts, events, age, subscribers, up, failed)
         try:  # scraped on the loop (/metrics is async): its tasks, a leak's first sign
             tasks = len(asyncio.all_tasks())
         except RuntimeError:
@@ -87,7 +102,8 @@ class _CacheCollector(Collector):
 class Metrics:
     """The gateway's registry and the instruments the code updates."""
 
-    def __init__(self, clusters: Callable[[], Mapping[str, Any]]) -> None:
+    def __init__(self, clusters: Callable[[], Mapping[str, Any]],
+                 identity: Callable[[], tuple[str, Any]] = lambda: ("", None)) -> None:
         self.registry = CollectorRegistry()
         # the standard figures every Python exporter gives (process_*, python_*)
         ProcessCollector(registry=self.registry)
@@ -100,7 +116,12 @@ class Metrics:
                                  ["route", "code"], buckets=_BUCKETS, registry=self.registry)
         self.streams = Gauge("kcg_open_streams", "Open watch and event streams", ["kind"],
                              registry=self.registry)
-        self.registry.register(_CacheCollector(clusters))
+        self.cut_off = Counter("kcg_streams_cut_off", "Streams ended because their reader fell "
+                               "behind (it resumes from where it was)", ["kind"],
+                               registry=self.registry)
+        for kind in ("watch", "sse"):  # at 0 from the start: an alert's increase needs a start
+            self.cut_off.labels(kind)
+        self.registry.register(_CacheCollector(clusters, identity))
         self._latency_children: dict[tuple[str, int], Any] = {}
 
     def latency_for(self, route: str, status: int) -> Any:
@@ -119,3 +140,7 @@ class Metrics:
 
     def stream_closed(self, kind: str) -> None:
         self.streams.labels(kind).dec()
+
+    def stream_cut_off(self, kind: str) -> None:
+        """A stream ended because its reader fell behind."""
+        self.cut_off.labels(kind).inc()

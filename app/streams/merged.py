@@ -324,6 +324,7 @@ class MergedStream:
                             yield fmt.events(self, member, piece)
                     subscriber = member.subscriber
                     if subscriber.overflowed:
+                        gateway.metrics.stream_cut_off(fmt.name)
                         yield fmt.ended("behind")
                         return
                     if subscriber.closed:

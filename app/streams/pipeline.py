@@ -156,6 +156,8 @@ async def open_stream(gateway: Any, cluster: Any, request: Request, grant: Grant
                     yield encoder.refused(subscriber.error)  # its resource or cluster went away
                     return
                 if subscriber.overflowed or subscriber.closed:
+                    if subscriber.overflowed:
+                        gateway.metrics.stream_cut_off(encoder.name)
                     last = encoder.ended("behind" if subscriber.overflowed else "unloaded")
                     if last:
                         yield last

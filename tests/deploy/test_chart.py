@@ -46,7 +46,8 @@ def test_the_default_objects_are_the_expected_set():
                             "ClusterRoleBinding", "Deployment", "Service",
                             "PodDisruptionBudget", "NetworkPolicy"])
     full = {o["kind"] for o in objects_of(variant_values("full-values.yaml"))}
-    assert {"Ingress", "ServiceMonitor", "HorizontalPodAutoscaler", "NetworkPolicy"} <= full
+    assert {"Ingress", "ServiceMonitor", "PrometheusRule", "HorizontalPodAutoscaler",
+            "NetworkPolicy"} <= full
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -225,6 +226,7 @@ def _crd(group: str, kind: str, plural: str) -> dict:
 
 
 _OPERATOR_CRDS = (_crd("monitoring.coreos.com", "ServiceMonitor", "servicemonitors"),
+                  _crd("monitoring.coreos.com", "PrometheusRule", "prometheusrules"),
                   _crd("cert-manager.io", "Certificate", "certificates"))
 _OPERATOR_APIS = ("monitoring.coreos.com/v1", "cert-manager.io/v1")
 

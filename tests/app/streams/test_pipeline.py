@@ -220,6 +220,8 @@ def test_sse_subscriber_that_falls_behind_gets_error_429_and_the_stream_ends(bac
             error = [e for e in sse_events(reader.lines) if e.get("event") == "ERROR"]
             assert len(error) == 1 and orjson.loads(error[0]["data"])["code"] == 429
             assert "id" not in error[0], "an ERROR must not move the client's Last-Event-ID"
+            metrics = httpx.get(f"{gw.url}/metrics").text
+            assert 'kcg_streams_cut_off_total{kind="sse"} 1.0' in metrics, "counted, for the alert"
         finally:
             reader.close()
 
