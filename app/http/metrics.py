@@ -119,8 +119,9 @@ class Metrics:
         self.cut_off = Counter("kcg_streams_cut_off", "Streams ended because their reader fell "
                                "behind (it resumes from where it was)", ["kind"],
                                registry=self.registry)
-        for kind in ("watch", "sse"):  # at 0 from the start: an alert's increase needs a start
-            self.cut_off.labels(kind)
+        for kind in ("watch", "sse"):  # at 0 from the start: an alert's increase needs a start,
+            self.cut_off.labels(kind)  # and a dashboard's panel a series
+            self.streams.labels(kind)
         self.registry.register(_CacheCollector(clusters, identity))
         self._latency_children: dict[tuple[str, int], Any] = {}
 

@@ -1,6 +1,7 @@
-"""The chart's alerts, evaluated by promtool against the series a running gateway's /metrics
-exposes: each fires when its figure goes bad and stays quiet on a healthy gateway, so a
-metric renamed in the code fails here."""
+"""The chart's alerts and dashboard against the series a running gateway's /metrics exposes:
+each alert, evaluated by promtool, fires when its figure goes bad and stays quiet on a
+healthy gateway; the dashboard plots only figures that exist. A metric renamed in the code
+fails here."""
 
 from __future__ import annotations
 
@@ -109,3 +110,19 @@ def test_each_alert_fires_when_its_figure_goes_bad_and_none_on_a_healthy_gateway
     done = subprocess.run([promtool, "test", "rules", str(spec)], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_dashboard_plots_only_figures_the_gateway_exports(exposed):
+    import json
+    import re
+
+    (config,) = [c for c in by_kind(objects_of({"metrics": {"dashboard": {"enabled": True}}}),
+                                   "ConfigMap") if c["metadata"]["name"].endswith("-dashboard")]
+    assert config["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(config["data"]["kube-cache-gateway.json"])
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    exprs.append(dashboard["templating"]["list"][1]["query"]["query"])
+    names = {m for e in exprs for m in re.findall(r"\b((?:kcg|process|python)_[a-z_]+)\b", e)}
+    assert len(names) >= 10
+    missing = sorted(n for n in names if n not in exposed)
+    assert not missing, f"the dashboard plots figures /metrics does not expose: {missing}"
