@@ -62,6 +62,10 @@ TABLE_COMMANDS = [
     ["get", "widgets.example.com", "gizmo", "-n", "demo-shop"],
     ["get", "nodes", "-o", "wide"],
     ["get", "namespace", "demo-shop"],
+    ["get", "all", "-n", "demo-shop"],
+    ["describe", "pod", "web-1", "-n", "demo-shop"],
+    ["describe", "deployment", "web", "-n", "demo-shop"],
+    ["rollout", "status", "deployment/web", "-n", "demo-shop", "--timeout=20s"],
 ]
 
 
@@ -265,3 +269,34 @@ def test_a_current_kubectl_discovers_everything_in_two_requests(kubeconfig, gate
     paths = [url.split(gateway.url, 1)[-1].split("?")[0] for _, url in counts["ours"]]
     assert paths == ["/api", "/apis", "/apis/apps/v1/deployments"], paths
     assert len(counts["direct"]) > 10 * len(counts["ours"]), (len(counts["direct"]), paths)
+
+
+def test_kubectl_events_prints_the_same(kubeconfig, gateway, demo):
+    """``kubectl events`` (1.26 and later: kubectl 1.35 only)."""
+    for attempt in range(3):
+        direct, ours = both(kubeconfig, gateway.url, ["events", "-n", "demo-shop"], "1.35")
+        if normalise(direct) == normalise(ours):
+            break
+        time.sleep(0.3)
+    assert normalise(ours) == normalise(direct)
+
+
+def test_kubectl_wait_for_delete_sees_the_deletion_through_the_gateway(gateway, kube, namespace,
+                                                                       version):
+    """``kubectl wait`` watches through the gateway until the object is gone."""
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    kube.create(path, {"metadata": {"name": "doomed"}})
+    waiting = subprocess.Popen([str(kubectl_at(version)), "--server", gateway.url, "wait",
+                                "--for=delete", "configmap/doomed", "-n", namespace,
+                                "--timeout=30s"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        time.sleep(1.0)  # kubectl has found the object and watches it
+        kube.delete(f"{path}/doomed")
+        out, err = waiting.communicate(timeout=40)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.communicate()
+    assert waiting.returncode == 0, err
+    assert "configmap/doomed" in out  # "deleted" (kubectl 1.35), "condition met" (1.20)
