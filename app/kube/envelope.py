@@ -107,20 +107,25 @@ class ListBody(Response):
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": self.status_code,
                     "headers": self.raw_headers})
-        if self._gzip:
-            compressor = zlib.compressobj(1, zlib.DEFLATED, 31)  # level 1, gzip framing
-            for data in self._slices():
-                packed = await run_blocking(compressor.compress, data)
-                if packed:
-                    await send({"type": "http.response.body", "body": packed, "more_body": True})
-            await send({"type": "http.response.body", "body": compressor.flush()})
-            return
-        slices = self._slices()
-        previous = next(slices)
+        await _send_slices(send, self._slices(), self._gzip)
+
+
+async def _send_slices(send: Any, slices: Iterator[bytes], gzip: bool) -> None:
+    """Send a body's slices as they come (compressed one by one on a worker thread, with one
+    running compressor, when ``gzip``); the last one ends the body."""
+    if gzip:
+        compressor = zlib.compressobj(1, zlib.DEFLATED, 31)  # level 1, gzip framing
         for data in slices:
-            await send({"type": "http.response.body", "body": previous, "more_body": True})
-            previous = data
-        await send({"type": "http.response.body", "body": previous})
+            packed = await run_blocking(compressor.compress, data)
+            if packed:
+                await send({"type": "http.response.body", "body": packed, "more_body": True})
+        await send({"type": "http.response.body", "body": compressor.flush()})
+        return
+    previous = next(slices)
+    for data in slices:
+        await send({"type": "http.response.body", "body": previous, "more_body": True})
+        previous = data
+    await send({"type": "http.response.body", "body": previous})
 
 
 class MadeListBody(Response):
@@ -170,14 +175,4 @@ class MadeListBody(Response):
         if self._whole is not None:
             await send({"type": "http.response.body", "body": self._whole})
             return
-        if self._gzip:
-            compressor = zlib.compressobj(1, zlib.DEFLATED, 31)
-            for data in self._slices():
-                packed = await run_blocking(compressor.compress, data)
-                if packed:
-                    await send({"type": "http.response.body", "body": packed, "more_body": True})
-            await send({"type": "http.response.body", "body": compressor.flush()})
-            return
-        for data in self._slices():
-            await send({"type": "http.response.body", "body": data, "more_body": True})
-        await send({"type": "http.response.body", "body": b""})
+        await _send_slices(send, self._slices(), self._gzip)

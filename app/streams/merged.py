@@ -118,11 +118,9 @@ class MergedStream:
 
     # -- positions --------------------------------------------------------------------
 
-    def token(self, name: str = "", at: str = "") -> str:
-        """Every member's position (``name`` at ``at`` instead, when given), as a token."""
+    def token(self) -> str:
+        """Every cluster's position (those not taken in yet: as the client's token said)."""
         positions = {n: m.at for n, m in self.members.items()}
-        if name:
-            positions[name] = at
         positions.update({n: v for n, v in self.resume.items() if n not in positions})
         return encode_versions(positions)
 
@@ -190,6 +188,7 @@ class MergedStream:
             self.finished = True
             return iter([fmt.expired(expired)])
         if expired:  # an event stream: every cluster's state again, after RESET
+            self.resume.clear()  # the client starts again: a cluster taken in later is new to it
             chunks: list[Iterable[bytes]] = [[fmt.expired(expired)]]
             begun = [(m, None) for m in self.members.values()]
             for member, _ in begun:

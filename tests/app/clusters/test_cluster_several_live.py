@@ -491,16 +491,23 @@ def test_merged_lists_are_the_union_of_what_the_caller_may_read_in_each_cluster(
             assert got == sorted(want), path
 
 
-def test_merged_pages_of_seven_under_churn_in_all_three_return_every_lasting_object_once(
-        three, gateway):
-    ns = "paging"
+def _fresh_configmaps(three, ns: str, suffixes: list[str]) -> tuple[dict[str, KubeAPI], str]:
+    """ConfigMaps ``CLUSTER-SUFFIX`` made afresh in namespace ``ns`` of each cluster; the
+    clusters' clients and the namespace's ConfigMaps path."""
     kubes = {name: KubeAPI.for_cluster(c) for name, c in three.items()}
     path = f"/api/v1/namespaces/{ns}/configmaps"
     for name, kube in kubes.items():
         kube.ensure_namespace(ns)
-        for i in range(10):
-            kube.delete(f"{path}/{name}-{i:02d}")
-            kube.create(path, {"metadata": {"name": f"{name}-{i:02d}"}})
+        for suffix in suffixes:
+            kube.delete(f"{path}/{name}-{suffix}")
+            kube.create(path, {"metadata": {"name": f"{name}-{suffix}"}})
+    return kubes, path
+
+
+def test_merged_pages_of_seven_under_churn_in_all_three_return_every_lasting_object_once(
+        three, gateway):
+    ns = "paging"
+    kubes, path = _fresh_configmaps(three, ns, [f"{i:02d}" for i in range(10)])
     lasting = {(name, ns, f"{name}-{i:02d}") for name in kubes for i in range(10) if i % 3}
     with _client(gateway, three["a"].admin.token) as http:
         wait_until(lambda: len(http.get(f"/clusters/*{path}").json()["items"]) == 30, 30,
@@ -554,13 +561,7 @@ def test_merged_streams_follow_all_three_through_a_stopped_api_server_and_resume
     from tests.app.readers import LineReader, sse_events
 
     ns = "merged-streams"
-    kubes = {name: KubeAPI.for_cluster(c) for name, c in three.items()}
-    path = f"/api/v1/namespaces/{ns}/configmaps"
-    for name, kube in kubes.items():
-        kube.ensure_namespace(ns)
-        for i in range(3):
-            kube.delete(f"{path}/{name}-{i}")
-            kube.create(path, {"metadata": {"name": f"{name}-{i}"}})
+    kubes, path = _fresh_configmaps(three, ns, ["0", "1", "2"])
     auth = {"Authorization": f"Bearer {three['a'].admin.token}"}
     url = f"{gateway.url}/clusters/*{path}"
     sse = LineReader(url, {**auth, "Accept": "text/event-stream"}, verify=gateway.tls)
