@@ -20,7 +20,9 @@ RUN pip wheel --no-cache-dir --wheel-dir /wheels -c constraints.txt .
 
 FROM ${PYTHON_IMAGE} AS runtime
 ARG VERSION=0.1.0
+ARG REVISION=unknown
 LABEL org.opencontainers.image.title="kube-cache-gateway" \
+      org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.description="A read-only HTTP gateway serving Kubernetes resources from informer caches" \
       org.opencontainers.image.source="https://github.com/kube-cache-gateway/kube-cache-gateway" \
       org.opencontainers.image.version="${VERSION}" \

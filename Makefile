@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test setup binaries bench soak manifests clean
+.PHONY: demo test setup binaries bench soak manifests image clean
 
 demo: setup binaries
 	$(VENV)/bin/kube-cache-gateway demo
@@ -41,6 +41,11 @@ bench: setup binaries
 soak: setup binaries
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,bench]'
 	$(PY) -m bench.soak --minutes 10 --json docs/soak.json --plot docs/soak.png
+
+# The container image from the Dockerfile, with Debian's buildah (no daemon, no registry: a
+# stand-in base made once by debootstrap); tagged as the chart's image defaults name it.
+image: setup
+	$(PY) -m control_plane.image
 
 # Re-render deploy/kube-cache-gateway.yaml from the chart (the tests fail while it is stale).
 manifests: setup

@@ -232,7 +232,8 @@ def ensure_browser() -> str | None:
 
 
 _TEST_TOOLS = (("go", "golang-go"), ("wrk", "wrk"), ("tinyproxy", "tinyproxy"),
-               ("promtool", "prometheus"))
+               ("promtool", "prometheus"), ("buildah", "buildah"), ("podman", "podman"),
+               ("runc", "runc"), ("debootstrap", "debootstrap"))
 
 
 def main() -> int:
@@ -241,7 +242,8 @@ def main() -> int:
     etcd and kube-apiserver always; ``--test-tools`` adds Chromium (the
     EventSource test), Go (the fan-out benchmark's receivers), wrk (the
     query benchmark's load generator), tinyproxy (a real forward proxy for the
-    proxy tests), promtool (the chart's alerts evaluated), and kubectl 1.20 and 1.35 and helm 4 (``control_plane.client_tools``:
+    proxy tests), promtool (the chart's alerts evaluated), buildah, podman, runc and
+    debootstrap (the image built and run: ``control_plane.image``), and kubectl 1.20 and 1.35 and helm 4 (``control_plane.client_tools``:
     the clients the suite runs; without them it fails).
     """
     try:
