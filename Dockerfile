@@ -19,6 +19,13 @@ COPY control_plane ./control_plane
 RUN pip wheel --no-cache-dir --wheel-dir /wheels -c constraints.txt .
 
 FROM ${PYTHON_IMAGE} AS runtime
+# The wheels are mounted for the install only, so no layer of this image holds them.
+RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
+    pip install --no-cache-dir --no-index --find-links=/wheels kube-cache-gateway \
+    && groupadd --gid 65532 gateway \
+    && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
+       --shell /usr/sbin/nologin gateway
+# after the install: a new revision changes the labels, not the installed layer
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 LABEL org.opencontainers.image.title="kube-cache-gateway" \
@@ -27,12 +34,6 @@ LABEL org.opencontainers.image.title="kube-cache-gateway" \
       org.opencontainers.image.source="https://github.com/kube-cache-gateway/kube-cache-gateway" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0"
-# The wheels are mounted for the install only, so no layer of this image holds them.
-RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-cache-dir --no-index --find-links=/wheels kube-cache-gateway \
-    && groupadd --gid 65532 gateway \
-    && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
-       --shell /usr/sbin/nologin gateway
 # Nothing is written outside /tmp: no bytecode next to the code, no buffered logs.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

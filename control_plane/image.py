@@ -159,8 +159,10 @@ def build() -> dict[str, float | str]:
     ensure_tools()
     times: dict[str, float | str] = {"base_s": round(ensure_base(), 1)}
     started = time.monotonic()
+    # no --layers: buildah 1.28 cannot bind-mount from a stage it took from its cache
+    # ("couldn't find .../merged/wheels on host"), so both stages run every time (~20 s)
     _run(["buildah", "build", "--isolation", "chroot", "--network", "host", "--pull=never",
-          "--layers", "-v", "/etc/ssl/certs:/etc/ssl/certs:ro",
+          "-v", "/etc/ssl/certs:/etc/ssl/certs:ro",
           "--build-arg", f"VERSION={VERSION}", "--build-arg", f"REVISION={_revision()}",
           "-t", image_name(), "-f", str(ROOT / "Dockerfile"), str(ROOT)], timeout=900)
     times["build_s"] = round(time.monotonic() - started, 1)
