@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Iterable
 
 from informer_core.reflector import ReflectorStats
 
-__all__ = ["HEARTBEAT_EVERY", "stale_since", "staleness_headers"]
+__all__ = ["HEARTBEAT_EVERY", "stale_since", "staleness_headers", "warning_header"]
 
 HEARTBEAT_EVERY = 5.0  # seconds between the gateway's heartbeats (GET /api)
 _GRACE = 2 * HEARTBEAT_EVERY + 2.0  # a missed probe or two is not yet staleness
@@ -53,7 +54,15 @@ def staleness_headers(resource: str, since: float, now: float | None = None,
     now = time.time() if now is None else now
     age = max(0, int(now - since))
     when = dt.datetime.fromtimestamp(since, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    who = f"cluster {cluster}" if cluster else "kube-cache-gateway"
     return {"Age": str(age),
-            "Warning": f'299 - "{f"cluster {cluster}" if cluster else "kube-cache-gateway"}: the '
-                       f'cache of {resource} has not followed the API server since {when}; this '
-                       f'answer may be {age} s old"'}
+            "Warning": warning_header([f"{who}: the cache of {resource} has not followed the API "
+                                       f"server since {when}; this answer may be {age} s old"])}
+
+
+def warning_header(texts: Iterable[str]) -> str:
+    """One ``Warning`` header value of miscellaneous warnings (code 299, as kube-apiserver
+    sends its own), each text quoted and cut at 300 characters so that a long cluster error
+    cannot swell the header past what proxies accept."""
+    quoted = (text[:300].replace("\\", "\\\\").replace('"', '\\"') for text in texts)
+    return ", ".join(f'299 - "{text}"' for text in quoted)

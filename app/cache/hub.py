@@ -45,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable
 from typing import Any
 
@@ -57,7 +57,7 @@ from app.query.selection import Selection
 from informer_core.encoded import EncodedObject
 from informer_core.tombstone import DeletedFinalStateUnknown
 
-__all__ = ["Event", "EventHub", "Subscriber", "parse_rv"]
+__all__ = ["Event", "EventHub", "RecentCopies", "Subscriber", "parse_rv"]
 
 
 HOLD_INEXACT = 0.05  # seconds an event not at a point waits for the rest of its burst
@@ -161,17 +161,39 @@ class Event:
             return _WATCH_PREFIX[name], raw, b"}\n"
         return (b"id: " + self.id.encode() + b"\nevent: " + name + b"\ndata: ", raw, b"\n\n")
 
-    def derived(self, key: str, make: Any) -> bytes:
-        """Bytes ``make()`` makes of this event, made once under ``key`` and shared by every
-        stream that sends the event the same way (a merged stream's tagged object)."""
-        found = self._frames.get(key)
-        if found is None:
-            found = self._frames[key] = make()
-        return found
-
     def release(self) -> None:
         """Drop decoded copies once fan-out is done (the ring keeps only bytes)."""
         self._decoded.clear()
+
+
+class RecentCopies:
+    """Bytes several streams make of the same recent event, made once and kept briefly.
+
+    A merged stream sends each cluster's object as a tagged copy (its cluster in an
+    annotation); every merged stream on the same hub sends the same copy, so it is made
+    once. It is not kept on the event: the ring holds up to its size of events for
+    resumes, and a copy beside each would double what the ring holds, while streams that
+    keep up all ask within a few events of the head. So the last ``limit`` copies are
+    kept, oldest dropped first; a stream resuming from further back makes its own.
+    """
+
+    __slots__ = ("_copies", "_limit")
+
+    def __init__(self, limit: int = 512) -> None:
+        self._copies: OrderedDict[tuple[int, str], bytes] = OrderedDict()
+        self._limit = limit
+
+    def get(self, event: Event, key: str, make: Any) -> bytes:
+        """``make()`` for ``event`` under ``key``: the copy made before, if still kept."""
+        found = self._copies.get((event.seq, key))
+        if found is None:
+            found = self._copies[(event.seq, key)] = make()
+            if len(self._copies) > self._limit:
+                self._copies.popitem(last=False)
+        return found
+
+    def __len__(self) -> int:
+        return len(self._copies)
 
 
 class Subscriber:
@@ -287,6 +309,7 @@ class EventHub:
         self._ring_size = ring_size
         self.view: dict[str, EncodedObject] = {}
         self.ring: deque[Event] = deque()
+        self.copies = RecentCopies()  # merged streams' tagged objects, made once for all
         self.seq = 0
         self.rv = 0  # the newest version the view has applied (or is exactly at)
         self.exact: int | None = None  # the version the view is exactly at now, if it is

@@ -40,11 +40,12 @@ from starlette.responses import Response
 
 from app.auth.authorization import Access
 from app.auth.reviews import ReviewError
+from app.cache.answer_age import warning_header
+from app.cache.requested_version import fresh_enough
 from app.clusters.merging import (CLUSTER_ANNOTATION, decode_versions, encode_versions, tagged,
                                   tagged_dict)
-from app.kube.envelope import ListBody, MadeListBody, list_metadata
-from app.cache.requested_version import fresh_enough
 from app.http.resources import check_scope, select_consistent
+from app.kube.envelope import ListBody, MadeListBody, list_metadata
 from app.kube.request import (Query, decode_continue, encode_continue, negotiate, parse_path,
                               parse_query)
 from app.kube.status import StatusError, bad_request, method_not_allowed, not_found
@@ -183,7 +184,7 @@ async def merged_endpoint(request: Request) -> Response:
     versions = {p.cluster.name: p.version for p in parts}
     headers = {"Cache-Control": "no-cache, private"}
     if warnings:
-        headers["Warning"] = ", ".join(f'299 - "{w[:300]}"' for w in sorted(warnings))
+        headers["Warning"] = warning_header(sorted(warnings))
     if query.summary is not None:
         return Response(_summary(parts, query, versions), media_type="application/json",
                         headers=headers)

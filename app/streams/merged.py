@@ -49,6 +49,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from app.cache.answer_age import warning_header
 from app.cache.hub import Event, EventHub, Subscriber, parse_rv
 from app.cache.requested_version import FRESHNESS_WAIT
 from app.clusters.merging import CLUSTER_ANNOTATION, encode_versions, tagged, tagged_dict
@@ -434,7 +435,7 @@ async def open_merged_stream(gateway: Any, request: Request, target: Any, query:
     begun = stream.take_in(reached, fresh=not stream.resumed)
     headers = dict(fmt.headers)
     if warnings:
-        headers["Warning"] = ", ".join(f'299 - "{w[:300]}"' for w in sorted(warnings))
+        headers["Warning"] = warning_header(sorted(warnings))
     first = (chunk for part in ([fmt.first_words()], begun) for chunk in part if chunk)
     return StreamBody(stream.run(first), stream, gateway.settings.stall_timeout,
                       media_type=fmt.media_type, headers=headers)
@@ -630,8 +631,9 @@ class MergedSSE:
         fields = self._fields[0] if self._fields is not None else ""
         for event, kind in batch:
             member.at = event.id
-            data = event.derived(f"merged|{member.name}|{kind}|{fields}",
-                                 lambda e=event, k=kind: self._data(member, e.object_bytes(k, "sse")))
+            data = member.hub.copies.get(
+                event, f"{kind}|{fields}",
+                lambda e=event, k=kind: self._data(member, e.object_bytes(k, "sse")))
             parts.append(b"id: " + stream.token().encode() + b"\nevent: " + _NAMES[kind]
                          + b"\ndata: " + data + b"\n\n")
         return b"".join(parts)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.cache.answer_age import HEARTBEAT_EVERY, stale_since, staleness_headers
+from app.cache.answer_age import HEARTBEAT_EVERY, stale_since, staleness_headers, warning_header
 from informer_core.reflector import ReflectorStats
 
 NOW = 1_800_000_000.0
@@ -42,3 +42,8 @@ def test_the_headers_say_how_old_in_seconds_and_in_words():
 def test_with_several_clusters_the_warning_names_the_cluster():
     headers = staleness_headers("pods", NOW - 5, now=NOW, cluster="prod")
     assert headers["Warning"].startswith('299 - "cluster prod: the cache of pods has not followed')
+
+
+def test_warnings_are_quoted_one_by_one_and_cut_short():
+    value = warning_header(['cluster b: said "no"', "x" * 1000])
+    assert value == '299 - "cluster b: said \\"no\\"", 299 - "' + "x" * 300 + '"'

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from app.cache.hub import HOLD_INEXACT, EventHub, Subscriber
+from app.cache.hub import HOLD_INEXACT, EventHub, RecentCopies, Subscriber
 from app.query.selection import Selection
 from informer_core.delta_fifo import DeletedFinalStateUnknown
 from informer_core.encoded import EncodedObject
@@ -177,6 +177,28 @@ def test_wire_frames_share_the_cached_object_bytes():
     assert prefix + body + suffix == b'{"type":"MODIFIED","object":' + event.obj.raw + b"}\n"
     sse = b"".join(event.frame_parts("MODIFIED", "sse"))
     assert sse == b"id: " + event.id.encode() + b"\nevent: MODIFIED\ndata: " + event.obj.raw + b"\n\n"
+
+
+def test_recent_copies_are_made_once_and_only_the_last_ones_are_kept():
+    hub = ready_hub(obj("a", 5))
+    for rv in range(6, 12):
+        change(hub, "a", rv, rv - 1)
+    events = list(hub.ring)
+    copies, made = RecentCopies(limit=3), []
+
+    def make(event):
+        made.append(event.seq)
+        return b"copy of " + event.obj.raw
+
+    first = copies.get(events[0], "k", lambda: make(events[0]))
+    assert copies.get(events[0], "k", lambda: make(events[0])) is first and made == [1]
+    copies.get(events[0], "other", lambda: make(events[0]))  # another key: another copy
+    for event in events[1:]:
+        copies.get(event, "k", lambda e=event: make(e))
+    assert len(copies) == 3 and made == [1, 1, 2, 3, 4, 5, 6]  # never more than the limit kept
+    copies.get(events[0], "k", lambda: make(events[0]))  # the oldest was dropped: made again
+    copies.get(events[-1], "k", lambda: make(events[-1]))  # the newest is still there
+    assert made == [1, 1, 2, 3, 4, 5, 6, 1]
 
 
 def test_on_the_watch_a_stamped_event_carries_its_events_version_and_on_sse_its_own():
