@@ -14,14 +14,23 @@ RUN pip install --no-cache-dir --upgrade pip wheel
 COPY pyproject.toml README.md LICENSE constraints.txt ./
 COPY app ./app
 COPY informer_core ./informer_core
-COPY control_plane ./control_plane
+# control_plane (the local API server, the binaries' and the image's builds, the test
+# plugin) stays out: a checkout's tools, never imported by a serving gateway
 # the dependencies at the versions the suite passed with (constraints.txt)
 RUN pip wheel --no-cache-dir --wheel-dir /wheels -c constraints.txt .
 
 FROM ${PYTHON_IMAGE} AS runtime
-# The wheels are mounted for the install only, so no layer of this image holds them.
+# The wheels are mounted for the install only, so no layer of this image holds them. The
+# kubernetes client carries an asyncio twin of its generated client (kubernetes.aio, 68 MB)
+# and, for it alone, aiohttp and its eight dependencies (13 MB): nothing the gateway runs
+# imports them (the suite imports every module in the image to hold that), so they go in
+# the install's own step and no layer holds them (the build fails if kubernetes.aio moves).
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     pip install --no-cache-dir --no-index --find-links=/wheels kube-cache-gateway \
+    && python3 -c "import importlib.util as u, pathlib as p, shutil; shutil.rmtree(\
+p.Path(u.find_spec('kubernetes').origin).parent / 'aio')" \
+    && pip uninstall --yes --quiet aiohttp aiohttp-retry aiohappyeyeballs aiosignal attrs \
+       frozenlist multidict propcache yarl \
     && groupadd --gid 65532 gateway \
     && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
        --shell /usr/sbin/nologin gateway

@@ -20,8 +20,18 @@ def _serve(args: argparse.Namespace, settings: Any) -> int:
 
 
 def _demo(args: argparse.Namespace, settings: Any) -> int:
-    from app.process.demo import run_demo
-    from control_plane.errors import ClusterUnavailableError
+    try:
+        from app.process.demo import run_demo
+        from control_plane.errors import ClusterUnavailableError
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("control_plane"):
+            raise
+        # The local API server is built and run by the checkout's control_plane package,
+        # which installations made for serving (the container image) do not carry.
+        print("error: demo starts a local API server, which only a checkout of the project "
+              "can build and run (`make demo` there); this installation serves real clusters: "
+              "use serve", file=sys.stderr)
+        return 1
 
     configure_logging(settings.log_level if args.log_level != "info" else "warning",
                       settings.log_json)

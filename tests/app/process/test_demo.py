@@ -11,9 +11,22 @@ import sys
 import httpx
 import pytest
 
+from app.process.cli import main
+
 from control_plane.cluster import free_port
 
 pytestmark = pytest.mark.cluster
+
+
+def test_without_the_checkouts_control_plane_demo_says_to_use_serve(monkeypatch, capsys):
+    """An installation made for serving (the image) carries no control_plane package."""
+    for name in list(sys.modules):
+        if name == "app.process.demo" or name.split(".")[0] == "control_plane":
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "control_plane", None)  # import of it fails, as there
+    assert main(["demo", "--port", "1"]) == 1
+    said = capsys.readouterr().err
+    assert "make demo" in said and "use serve" in said
 
 
 @pytest.mark.timeout(240)
