@@ -180,6 +180,8 @@ class Gateway:
         in ``unavailable`` with the reason, and logged.
         """
         async with self._applying:
+            if self.closing.is_set():
+                return  # stopping: no cluster is added or changed any more
             self._connect = connect
             wanted = {s.name: dataclasses.replace(s, default=False) for s in specs}
             self.default_name = default_of(specs).name if specs else ""
@@ -321,5 +323,8 @@ class Gateway:
         self.begin_shutdown()
         if self.peers is not None:
             await self.peers.close()
-        for cluster in list(self.clusters.values()):
-            await cluster.stop()
+        # A change of clusters under way (a removal joining its informers' threads) ends
+        # first, so that nothing of it outlives the gateway.
+        async with self._applying:
+            for cluster in list(self.clusters.values()):
+                await cluster.stop()

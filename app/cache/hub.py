@@ -46,7 +46,7 @@ import asyncio
 import secrets
 import time
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -80,7 +80,7 @@ class Event:
     """One change, as the hub saw it; immutable once published."""
 
     __slots__ = ("seq", "type", "obj", "old", "rv", "own", "hub_id", "exact", "_frames",
-                 "_decoded")
+                 "_decoded", "_sending")
 
     def __init__(self, seq: int, type_: str, obj: EncodedObject, old: EncodedObject | None,
                  rv: int, hub_id: str, own: int | None = None) -> None:
@@ -95,6 +95,8 @@ class Event:
         self.exact = 0  # the version the view was exactly at right after this event (0: none)
         self._frames: dict[str, bytes] = {}
         self._decoded: dict[str, dict] = {}
+        # whole frames, shared by the streams of one dispatch; dropped with it (``release``)
+        self._sending: dict[tuple, bytes] | None = {}
 
     @property
     def id(self) -> str:
@@ -161,9 +163,24 @@ class Event:
             return _WATCH_PREFIX[name], raw, b"}\n"
         return (b"id: " + self.id.encode() + b"\nevent: " + name + b"\ndata: ", raw, b"\n\n")
 
+    def frame(self, kind: str, fmt: str, projection: Projection | None = None) -> bytes:
+        """The whole event in a wire format: ``frame_parts`` joined, once for every stream
+        the dispatch sends it to (after it, each caller joins its own: the ring keeps no
+        frames, which would double what it holds)."""
+        sending = self._sending
+        if sending is None:
+            return b"".join(self.frame_parts(kind, fmt, projection))
+        key = (kind, fmt, projection.text if projection is not None else "")
+        found = sending.get(key)
+        if found is None:
+            found = sending[key] = b"".join(self.frame_parts(kind, fmt, projection))
+        return found
+
     def release(self) -> None:
-        """Drop decoded copies once fan-out is done (the ring keeps only bytes)."""
+        """Drop decoded copies and whole frames once fan-out is done (the ring keeps only
+        the object's bytes)."""
         self._decoded.clear()
+        self._sending = None
 
 
 class RecentCopies:
@@ -214,6 +231,9 @@ class Subscriber:
         self.fell_behind = fell_behind or asyncio.Event()
         self.closed = False
         self.error: StatusError | None = None  # the stream's last word, when it has one
+        # where events go without waking the stream (its connection), while its task allows:
+        # takes a batch, says whether it took it (see ``offer``)
+        self.sink: Callable[[list[tuple[Event, str]]], bool] | None = None
         self.after_seq = 0  # events up to this one came with the first state or replay
         # resumed from a version this process had not reached: the changes up to it are the
         # client's already (see EventHub.ahead_of); 0 once the view has passed it
@@ -241,32 +261,56 @@ class Subscriber:
             return "DELETED_OLD"
         return None
 
-    def offer(self, event: Event) -> None:
-        """Queue ``event`` if it concerns this subscriber; overflow ends the stream."""
-        if self.closed or self.overflowed or event.seq <= self.after_seq:
+    def offer(self, events: list[Event], shared: dict[int, list[str | None]] | None = None) -> None:
+        """Send or queue what ``events`` (one dispatch's) mean to this subscriber.
+
+        ``shared``: what the events mean to each selection, filled as the dispatch goes, so
+        subscribers with equal selections filter them once. With a ``sink`` (its stream's
+        connection, see ``app.streams.wire``) and nothing queued, the events go straight to
+        it in one write, without waking the stream's task; a sink that cannot take them now
+        (the client's socket is full) leaves them queued, as without one. Overflow ends the
+        stream.
+        """
+        if self.closed or self.overflowed:
             return
-        if self.since:
-            if not event.own:
-                # a relist's deletion: whether the client has it is unknown. End the stream
-                # as one that fell behind: the client resumes, from a point this time.
-                self.overflowed = True
-                self._queue.clear()
-                self.fell_behind.set()
-                self._wakeup.set()
-                return
-            if event.own <= self.since:
-                return  # the client has this change
-        kind = self.transition(event)
-        if kind is None:
+        if shared is None:
+            kinds = [self.transition(event) for event in events]
+        else:
+            group = self.selection.group
+            kinds = shared.get(group)
+            if kinds is None:
+                kinds = shared[group] = [self.transition(event) for event in events]
+        batch: list[tuple[Event, str]] = []
+        for event, kind in zip(events, kinds):
+            if event.seq <= self.after_seq:
+                continue
+            if self.since:
+                if not event.own:
+                    # a relist's deletion: whether the client has it is unknown. End the
+                    # stream as one that fell behind: it resumes, from a point this time.
+                    self._fall_behind()
+                    return
+                if event.own <= self.since:
+                    continue  # the client has this change
+            if kind is not None:
+                batch.append((event, kind))
+        if not batch:
             return
-        if len(self._queue) >= self._max:
+        if self.sink is not None and not self._queue and self.sink(batch):
+            return
+        if len(self._queue) + len(batch) > self._max:
             # Nothing queued will be sent now (the client resumes from what it got), so let
             # the events go: a reader that stopped reading holds no more than its socket's.
-            self.overflowed = True
-            self._queue.clear()
-            self.fell_behind.set()
-        else:
-            self._queue.append((event, kind))
+            self._fall_behind()
+            return
+        self._queue.extend(batch)
+        self._wakeup.set()
+
+    def _fall_behind(self) -> None:
+        self.overflowed = True
+        self.sink = None
+        self._queue.clear()
+        self.fell_behind.set()
         self._wakeup.set()
 
     def replay(self, events: Iterable[Event]) -> list[tuple[Event, str]]:
@@ -297,6 +341,7 @@ class Subscriber:
     def close(self, error: StatusError | None = None) -> None:
         """End the stream: ``error`` is its last word (a resource or cluster that went away)."""
         self.closed = True
+        self.sink = None
         self.error = error
         self._wakeup.set()
 
@@ -458,9 +503,12 @@ class EventHub:
             if not event.exact:
                 self._inexact.add(event.rv)
         self._wire = wire
+        # One pass: each subscriber gets the whole burst at once (one write, for a stream
+        # whose events go straight to its connection); equal selections filter it once.
+        shared: dict[int, list[str | None]] = {}
+        for subscriber in self.subscribers:
+            subscriber.offer(held, shared)
         for event in held:
-            for subscriber in self.subscribers:
-                subscriber.offer(event)
             event.release()
 
     def _in_version_order(self, held: list[Event]) -> list[Event]:

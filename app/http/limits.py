@@ -37,6 +37,8 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from app.streams.wire import CYCLE_KEY
+
 __all__ = ["GuardedProtocol", "StreamLimiter", "guarded_protocol"]
 
 
@@ -188,8 +190,12 @@ class GuardedProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._end_head()
         super().on_headers_complete()
-        if self._last_request and self.cycle is not None:
-            self.cycle.keep_alive = False  # shutting down: answered, then closed
+        cycle = self.cycle
+        if cycle is not None and cycle.scope is self.scope:  # this request's
+            # its streams write live events straight to the connection (app.streams.wire)
+            self.scope.setdefault("extensions", {})[CYCLE_KEY] = cycle
+        if self._last_request and cycle is not None:
+            cycle.keep_alive = False  # shutting down: answered, then closed
 
     def shutdown(self) -> None:
         """The server is stopping. A connection that has not yet brought its first request is

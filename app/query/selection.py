@@ -12,6 +12,7 @@ them when asked with ``filtered=False``.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,10 @@ __all__ = ["Selection"]
 
 _FAST_FIELDS = ("metadata.name", "metadata.namespace")
 
+_GROUPS: dict[tuple, int] = {}  # see Selection.group
+_GROUPS_KEPT = 4096
+_NUMBERS = itertools.count(1)
+
 
 class Selection:
     """A namespace (or all), a label selector and a field selector; immutable.
@@ -36,7 +41,8 @@ class Selection:
     caller's partition, with ``--namespace-partitioned-lists``).
     """
 
-    __slots__ = ("namespace", "namespaces", "labels", "fields", "filters", "_fast_terms", "_slow")
+    __slots__ = ("namespace", "namespaces", "labels", "fields", "filters", "_fast_terms", "_slow",
+                 "_group")
 
     def __init__(self, namespace: str | None = None, labels: Selector | None = None,
                  fields: FieldSelector | None = None,
@@ -50,6 +56,24 @@ class Selection:
         slow = [t for t in self.fields.terms if t.field not in _FAST_FIELDS]
         self._slow = FieldSelector(tuple(slow)) if slow else None
         self.filters = filters
+        self._group: int | None = None
+
+    @property
+    def group(self) -> int:
+        """A number that equal selections share: streams with equal selections filter each
+        event once between them (``EventHub``'s dispatch). Numbers are never reused, so a
+        forgotten one costs only the sharing, never a wrong answer."""
+        found = self._group
+        if found is None:
+            key = (self.namespace, self.namespaces, self.labels, self.fields,
+                   tuple(f.text for f in self.filters))
+            found = _GROUPS.get(key)
+            if found is None:
+                if len(_GROUPS) >= _GROUPS_KEPT:  # hostile variety must not grow memory
+                    _GROUPS.clear()
+                found = _GROUPS[key] = next(_NUMBERS)
+            self._group = found
+        return found
 
     def everything(self) -> bool:
         """Return whether nothing is filtered out (beyond the namespace)."""

@@ -22,6 +22,10 @@ left off; both are a ``StreamEncoder`` (``app.streams.watch``, ``app.streams.sse
    stops, each with the encoder's last words;
 4. teardown, however the stream ends: unsubscribe, release the slot, count it.
 
+Live events reach a client that keeps up without its task: the hub's dispatch writes
+them straight to the connection (``app.streams.wire``) while nothing is queued and the
+task is not writing; the task wakes for its timers, a queue and the end.
+
 The bytes go out as the client takes them (``StreamBody``): flow control makes a
 send wait while the client's socket is full, which paces a slow reader and holds
 at most one chunk of the first state in memory (it is joined lazily, slice by
@@ -55,6 +59,7 @@ from app.cache.hub import Event, Subscriber
 from app.kube.request import Query
 from app.query.selection import Selection
 from app.kube.status import StatusError
+from app.streams.wire import Wire
 
 __all__ = ["RECHECK_AT_MOST_EVERY", "StreamBody", "StreamEncoder", "open_stream", "pieces"]
 
@@ -129,18 +134,33 @@ async def open_stream(gateway: Any, cluster: Any, request: Request, grant: Grant
     deadline = time.monotonic() + query.timeout_seconds if query.timeout_seconds else None
     closing = gateway.closing
     authorization = cluster.authorization
+    scope = request.scope
 
     async def stream() -> AsyncIterator[bytes]:
         granted = grant
         recheck = max(grant.expires, time.monotonic() + RECHECK_AT_MOST_EVERY)
+        sink = None  # live events straight to the connection (see app.streams.wire)
+        wrote = False  # the sink wrote since the last tick: the stream was not idle
         try:
             for chunk in first:
                 yield chunk
             if not live:
                 return
+            wire = Wire.of(scope)  # the head and the first state are out: the connection
+            if wire is not None:
+                def sink(batch: list[tuple[Event, str]]) -> bool:
+                    # a burst larger than one piece goes through the task, which waits for
+                    # the client between pieces: a connection's buffer never holds a burst
+                    nonlocal wrote
+                    if not wire.ready() or not _one_piece(batch):
+                        return False
+                    wire.write(encoder.events(batch))
+                    wrote = True
+                    return True
             while not closing.is_set():
                 now = time.monotonic()
                 if now >= recheck:
+                    subscriber.sink = None  # nothing more goes out until access is confirmed
                     try:
                         granted = await authorization.reauthorize(granted)
                     except StatusError as error:
@@ -149,7 +169,10 @@ async def open_stream(gateway: Any, cluster: Any, request: Request, grant: Grant
                     recheck = max(granted.expires, now + RECHECK_AT_MOST_EVERY)
                 waits = [t - now for t in (deadline, encoder.next_tick(now), recheck)
                          if t is not None and t != math.inf]
+                if not subscriber.waiting and not subscriber.overflowed and not subscriber.closed:
+                    subscriber.sink = sink  # nothing queued: what comes may go straight out
                 batch = await subscriber.next_batch(max(0.0, min(waits)) if waits else None)
+                subscriber.sink = None  # what the task writes goes first
                 for piece in pieces(batch):
                     yield encoder.events(piece)
                 if subscriber.closed and subscriber.error is not None:
@@ -165,13 +188,15 @@ async def open_stream(gateway: Any, cluster: Any, request: Request, grant: Grant
                 now = time.monotonic()
                 if deadline is not None and now >= deadline:
                     return
-                due = encoder.tick(now, idle=not batch)
+                due = encoder.tick(now, idle=not batch and not wrote)
+                wrote = False
                 if due:
                     yield due
             last = encoder.ended("shutdown")
             if last:
                 yield last
         finally:
+            subscriber.sink = None
             hub.unsubscribe(subscriber)
             gateway.limiter.release(client)
             gateway.metrics.stream_closed(encoder.name)
@@ -240,6 +265,13 @@ class StreamBody(StreamingResponse):
 
 
 _PIECE = 64 * 1024  # bytes of objects per write: what one stalled reader's buffer may hold
+
+
+def _one_piece(batch: list[tuple[Event, str]]) -> bool:
+    """Whether ``batch`` is no more than one piece (``pieces`` would not split it)."""
+    if len(batch) == 1:
+        return len(batch[0][0].obj.raw) < _PIECE
+    return sum(len(event.obj.raw) for event, _ in batch) < _PIECE
 
 
 def pieces(batch: list[tuple[Event, str]]) -> Iterator[list[tuple[Event, str]]]:

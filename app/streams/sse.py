@@ -125,6 +125,9 @@ class SSEEncoder:
         return itertools.chain(first, _state(objects, prefix, self._projection), (synced,)), True
 
     def events(self, batch: list[tuple[Event, str]]) -> bytes:
+        if len(batch) == 1:  # the usual live event: its frame, shared with every stream
+            event, kind = batch[0]
+            return event.frame(kind, "sse", self._projection)
         parts: list[bytes] = []
         for event, kind in batch:
             parts.extend(event.frame_parts(kind, "sse", self._projection))

@@ -107,6 +107,9 @@ class WatchEncoder:
 
     def events(self, batch: list[tuple[Event, str]]) -> bytes:
         if self.accept.kind != "table":
+            if len(batch) == 1:  # the usual live event: its line, shared with every stream
+                event, kind = batch[0]
+                return event.frame(kind, "watch", self.projection)
             parts: list[bytes] = []
             for event, kind in batch:
                 parts.extend(event.frame_parts(kind, "watch", self.projection))

@@ -168,6 +168,78 @@ def test_subscribers_see_selector_transitions():
     assert old_stamped["metadata"]["resourceVersion"] == "3"
 
 
+def test_equal_selections_filter_each_event_once_between_them(monkeypatch):
+    hub = ready_hub(obj("x", 1, {"team": "red"}))
+    subscribers = [Subscriber(Selection(labels=parse_selector("team=red")), 100) for _ in range(5)]
+    other = Subscriber(Selection(labels=parse_selector("team=blue")), 100)
+    for sub in (*subscribers, other):
+        hub.subscribe(sub)
+    tested = []
+    original = Selection.matches
+
+    def counting(self, o, decoded=None):
+        tested.append(self.group)
+        return original(self, o, decoded)
+
+    monkeypatch.setattr(Selection, "matches", counting)
+    hub.apply("update", obj("x", 2, {"team": "blue"}), obj("x", 1, {"team": "red"}), "2")
+    assert sorted(tested) == sorted([subscribers[0].selection.group] * 2
+                                    + [other.selection.group] * 2), "new and old, once a group"
+    assert all([(e.obj.name, k) for e, k in s._queue] == [("x", "DELETED_OLD")] for s in subscribers)
+    assert [(e.obj.name, k) for e, k in other._queue] == [("x", "ADDED")]
+
+
+def test_a_sink_takes_events_without_the_queue_and_a_burst_in_one_call():
+    hub = ready_hub(obj("a", 1))
+    taken, accepting = [], [True]
+
+    def sink(batch):
+        if accepting[0]:
+            taken.append([(e.obj.name, k) for e, k in batch])
+        return accepting[0]
+
+    async def scenario():
+        sub = Subscriber(Selection(), 100)
+        sub.sink = sink
+        hub.subscribe(sub)
+        change(hub, "b", 2)
+        assert taken == [[("b", "ADDED")]] and not sub.waiting and not sub._wakeup.is_set()
+        change(hub, "c", 3, settled=False)  # a burst: held until the view is at a point again
+        change(hub, "d", 4)
+        assert taken[1:] == [[("c", "ADDED"), ("d", "ADDED")]], "one write for the burst"
+        accepting[0] = False  # the client's socket is full: queued, and the task woken
+        change(hub, "e", 5)
+        assert [(e.obj.name, k) for e, k in sub._queue] == [("e", "ADDED")]
+        assert sub._wakeup.is_set()
+        accepting[0] = True
+        change(hub, "f", 6)  # queued behind what is queued, never ahead of it
+        assert [(e.obj.name, k) for e, k in sub._queue] == [("e", "ADDED"), ("f", "ADDED")]
+        assert len(taken) == 2
+
+    asyncio.run(scenario())
+
+
+def test_a_whole_frame_is_made_once_per_dispatch_and_not_kept_after_it():
+    hub = ready_hub(obj("a", 1))
+    frames = []
+
+    def sink(batch):
+        (event, kind), = batch
+        frames.append(event.frame(kind, "sse"))
+        return True
+
+    for _ in range(3):
+        sub = Subscriber(Selection(), 100)
+        sub.sink = sink
+        hub.subscribe(sub)
+    change(hub, "b", 2)
+    assert len(frames) == 3 and frames[0] is frames[1] is frames[2], "made once, shared"
+    assert frames[0] == b"id: 2\nevent: ADDED\ndata: " + hub.ring[-1].obj.raw + b"\n\n"
+    again = hub.ring[-1].frame("ADDED", "sse")  # a resume, later: made again, not kept
+    assert again == frames[0] and again is not frames[0]
+    assert hub.ring[-1].frame("ADDED", "sse") is not again
+
+
 def test_wire_frames_share_the_cached_object_bytes():
     hub = ready_hub(obj("a", 1))
     hub.apply("update", obj("a", 2), obj("a", 1), "2")

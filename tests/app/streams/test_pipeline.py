@@ -234,7 +234,7 @@ def test_subscriber_queue_bound_marks_overflow_instead_of_growing():
     subscriber = Subscriber(Selection(), max_queue=3)
     obj = EncodedObject.from_dict({"metadata": {"name": "x", "namespace": "n", "resourceVersion": "5"}})
     for seq in range(10):
-        subscriber.offer(Event(seq, "ADDED", obj, None, 5, "hub"))
+        subscriber.offer([Event(seq, "ADDED", obj, None, 5, "hub")])
     assert subscriber.overflowed and subscriber.fell_behind.is_set()
     assert len(subscriber._queue) == 0, "nothing queued will be sent: it is let go"
 

@@ -1,0 +1,108 @@
+"""The wire under a stream: what it relies on in uvicorn, held against a real server.
+
+If uvicorn renames what ``app.streams.wire`` reads, or frames bodies differently, these
+fail; a stream would otherwise write garbage into its connection, or nothing."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import uvicorn
+
+from app.http.limits import guarded_protocol
+from app.settings import Settings
+from app.streams.wire import CYCLE_KEY, Wire
+from control_plane.cluster import free_port
+from tests.helpers import wait_until
+
+
+async def _app(scope, receive, send):
+    """A streaming answer: one piece through ``send``, three straight to the wire, the end
+    through ``send`` again — as a live stream goes."""
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    early = Wire.of(scope)  # before the head: no wire yet
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"first;", "more_body": True})
+    wire = Wire.of(scope)
+    said = [b"early:" + str(early is None).encode() + b";"]
+    if wire is not None:
+        cycle = scope["extensions"][CYCLE_KEY]
+        said.append(b"ready:" + str(wire.ready()).encode() + b";")
+        cycle.flow.pause_writing()  # what the transport does past its high-water mark
+        said.append(b"paused:" + str(wire.ready()).encode() + b";")
+        cycle.flow.resume_writing()
+        for piece in said:
+            wire.write(piece)
+        wire.write(b"x" * 70_000 + b";")  # larger than a chunk size line's usual few digits
+    else:
+        await send({"type": "http.response.body", "body": b"no wire;", "more_body": True})
+    await send({"type": "http.response.body", "body": b"last", "more_body": False})
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    port = free_port()
+    config = uvicorn.Config(_app, host="127.0.0.1", port=port, log_level="warning",
+                            http=guarded_protocol(Settings()), lifespan="on")
+    running = uvicorn.Server(config)
+    thread = threading.Thread(target=running.run, daemon=True)
+    thread.start()
+    wait_until(lambda: running.started, 10, message="uvicorn to start")
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        running.should_exit = True
+        thread.join(10)
+
+
+_EXPECTED = b"first;early:True;ready:True;paused:False;" + b"x" * 70_000 + b";last"
+
+
+def test_a_chunked_body_carries_what_was_written_to_the_wire_in_order(server):
+    with httpx.Client(http2=False) as client:
+        for _ in range(2):  # and the connection is kept alive for the next request
+            answer = client.get(f"http://{server}/")
+            assert answer.status_code == 200
+            assert answer.headers["transfer-encoding"] == "chunked"
+            assert answer.content == _EXPECTED
+
+
+def _dechunk(data: bytes) -> bytes:
+    body = b""
+    while True:
+        size, _, data = data.partition(b"\r\n")
+        length = int(size, 16)
+        if length == 0:
+            return body
+        body, data = body + data[:length], data[length + 2:]
+
+
+def test_an_http_1_0_answer_is_framed_as_its_head_says_and_ends_with_the_connection(server):
+    host, port = server.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+        data, deadline = b"", time.monotonic() + 10
+        while time.monotonic() < deadline:
+            more = conn.recv(65536)
+            if not more:
+                break  # closed by the server: HTTP/1.0 is not kept alive
+            data += more
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert b"connection: close" in head.lower()
+    chunked = b"transfer-encoding: chunked" in head.lower()  # uvicorn chunks for 1.0 too
+    assert (_dechunk(body) if chunked else body) == _EXPECTED
+
+
+def test_served_without_the_gateways_protocol_a_stream_has_no_wire():
+    scope = {"type": "http", "method": "GET", "extensions": {}}
+    assert Wire.of(scope) is None
