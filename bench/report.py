@@ -224,7 +224,9 @@ carries its send time, and latency is from that send to the receiver reading
 the change. `lost` counts expected deliveries that never arrived. The same load
 then goes to direct watches on the API server. The gateway is itself a watcher
 of the API server, so its latency is the API server's delivery to one watcher
-plus the fan-out.
+plus the fan-out. Its CPU per delivery is the whole process's CPU over the run
+(its own watch of the API server and idle timers included) divided by the
+deliveries; the receiver's CPU is the load generator's share of the two cores.
 """
 
 
