@@ -57,7 +57,7 @@ from app.query.selection import Selection
 from informer_core.encoded import EncodedObject
 from informer_core.tombstone import DeletedFinalStateUnknown
 
-__all__ = ["Event", "EventHub", "RecentCopies", "Subscriber", "parse_rv"]
+__all__ = ["Event", "EventHub", "RecentCopies", "Subscriber", "frames", "parse_rv"]
 
 
 HOLD_INEXACT = 0.05  # seconds an event not at a point waits for the rest of its burst
@@ -183,6 +183,20 @@ class Event:
         self._sending = None
 
 
+def frames(batch: list[tuple[Event, str]], fmt: str,
+           projection: Projection | None = None) -> bytes:
+    """A batch of events in a wire format (``watch`` or ``sse``), as one buffer: a lone
+    event's whole frame, shared with every stream of its dispatch (``Event.frame``); a
+    longer batch's parts joined once, never each frame joined first."""
+    if len(batch) == 1:
+        event, kind = batch[0]
+        return event.frame(kind, fmt, projection)
+    parts: list[bytes] = []
+    for event, kind in batch:
+        parts.extend(event.frame_parts(kind, fmt, projection))
+    return b"".join(parts)
+
+
 class RecentCopies:
     """Bytes several streams make of the same recent event, made once and kept briefly.
 
@@ -273,13 +287,12 @@ class Subscriber:
         """
         if self.closed or self.overflowed:
             return
-        if shared is None:
+        group = self.selection.group
+        kinds = None if shared is None else shared.get(group)
+        if kinds is None:
             kinds = [self.transition(event) for event in events]
-        else:
-            group = self.selection.group
-            kinds = shared.get(group)
-            if kinds is None:
-                kinds = shared[group] = [self.transition(event) for event in events]
+            if shared is not None:
+                shared[group] = kinds
         batch: list[tuple[Event, str]] = []
         for event, kind in zip(events, kinds):
             if event.seq <= self.after_seq:

@@ -34,7 +34,7 @@ import orjson
 from starlette.responses import Response, StreamingResponse
 
 from app.cache.resources import ResourceCache
-from app.cache.hub import Event, Subscriber, parse_rv
+from app.cache.hub import Event, Subscriber, frames, parse_rv
 from app.query.fieldpath import FieldPath
 from app.cache.requested_version import FRESHNESS_WAIT
 from app.query.projection import Projection
@@ -125,13 +125,7 @@ class SSEEncoder:
         return itertools.chain(first, _state(objects, prefix, self._projection), (synced,)), True
 
     def events(self, batch: list[tuple[Event, str]]) -> bytes:
-        if len(batch) == 1:  # the usual live event: its frame, shared with every stream
-            event, kind = batch[0]
-            return event.frame(kind, "sse", self._projection)
-        parts: list[bytes] = []
-        for event, kind in batch:
-            parts.extend(event.frame_parts(kind, "sse", self._projection))
-        return b"".join(parts)
+        return frames(batch, "sse", self._projection)
 
     def next_tick(self, now: float) -> float | None:
         return now + self._heartbeat

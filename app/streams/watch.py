@@ -21,7 +21,7 @@ import orjson
 from starlette.responses import Response
 
 from app.cache.resources import ResourceCache
-from app.cache.hub import Event, Subscriber, parse_rv
+from app.cache.hub import Event, Subscriber, frames, parse_rv
 from app.cache.requested_version import FRESHNESS_WAIT
 from app.query.projection import Projection
 from app.kube.request import Accept, Query
@@ -107,13 +107,7 @@ class WatchEncoder:
 
     def events(self, batch: list[tuple[Event, str]]) -> bytes:
         if self.accept.kind != "table":
-            if len(batch) == 1:  # the usual live event: its line, shared with every stream
-                event, kind = batch[0]
-                return event.frame(kind, "watch", self.projection)
-            parts: list[bytes] = []
-            for event, kind in batch:
-                parts.extend(event.frame_parts(kind, "watch", self.projection))
-            return b"".join(parts)
+            return frames(batch, "watch", self.projection)
         lines = []
         for event, kind in batch:
             obj = orjson.loads(event.object_bytes(kind, "watch"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from app.cache.hub import HOLD_INEXACT, EventHub, RecentCopies, Subscriber
+from app.cache.hub import HOLD_INEXACT, EventHub, RecentCopies, Subscriber, frames
 from app.query.selection import Selection
 from informer_core.delta_fifo import DeletedFinalStateUnknown
 from informer_core.encoded import EncodedObject
@@ -238,6 +238,16 @@ def test_a_whole_frame_is_made_once_per_dispatch_and_not_kept_after_it():
     again = hub.ring[-1].frame("ADDED", "sse")  # a resume, later: made again, not kept
     assert again == frames[0] and again is not frames[0]
     assert hub.ring[-1].frame("ADDED", "sse") is not again
+
+
+def test_a_batch_is_its_frames_in_one_buffer_and_a_lone_event_its_shared_frame():
+    hub = ready_hub(obj("a", 1))
+    change(hub, "b", 2)
+    change(hub, "c", 3)
+    b, c = list(hub.ring)
+    both = frames([(b, "ADDED"), (c, "ADDED")], "watch")
+    assert both == b"".join(b.frame_parts("ADDED", "watch") + c.frame_parts("ADDED", "watch"))
+    assert frames([(c, "ADDED")], "sse") == c.frame("ADDED", "sse")
 
 
 def test_wire_frames_share_the_cached_object_bytes():
