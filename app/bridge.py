@@ -10,7 +10,10 @@ crossing lives here, and nowhere else:
   (``on_synced``): in order with the events, so a load waits on a signal,
   never by polling, and finds every initial object already in the hub;
 - loop -> thread: ``run_blocking`` for calls that may block (discovery,
-  shutdown), so the loop never stalls.
+  shutdown), so the loop never stalls. A thread cannot be interrupted: a caller
+  cancelled meanwhile (a stopping gateway cancels its background tasks) waits for
+  its call to return — ``OUTLIVE_AT_MOST`` seconds at most — before it ends, so
+  that a gateway that has stopped leaves no thread at work on its behalf.
 
 Lister reads (a lock held for microseconds, no I/O) are made on the loop directly.
 """
@@ -27,9 +30,13 @@ import anyio.to_thread
 from informer_core.encoded import EncodedObject
 from informer_core.tombstone import DeletedFinalStateUnknown
 
-__all__ = ["HubHandler", "call_on_loop", "run_blocking"]
+__all__ = ["OUTLIVE_AT_MOST", "HubHandler", "call_on_loop", "run_blocking"]
 
 T = TypeVar("T")
+
+# seconds a cancelled caller waits for its thread's call before it ends anyway (a call
+# stuck on a host that answers nothing must not hold a shutdown for good)
+OUTLIVE_AT_MOST = 10.0
 
 
 async def run_blocking(fn: Callable[..., T], *args: Any,
@@ -39,8 +46,13 @@ async def run_blocking(fn: Callable[..., T], *args: Any,
     ``limiter``: the calls' own bound on threads (token reviews have one), instead of
     the shared pool's.
     """
-    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs),
-                                          limiter=limiter)
+    call = asyncio.ensure_future(anyio.to_thread.run_sync(
+        functools.partial(fn, *args, **kwargs), limiter=limiter))
+    try:
+        return await asyncio.shield(call)
+    except asyncio.CancelledError:
+        await asyncio.wait([call], timeout=OUTLIVE_AT_MOST)
+        raise
 
 
 def call_on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> bool:

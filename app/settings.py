@@ -174,7 +174,7 @@ _HELP = {
     "event_ring_size": "change events kept per resource for resuming streams",
     "bookmark_interval": "seconds between BOOKMARK events on watches that ask for them",
     "heartbeat_interval": "seconds between heartbeat comments on idle event streams",
-    "subscriber_queue": "events buffered per stream before a slow subscriber is cut off",
+    "subscriber_queue": "events a slow stream may have waiting (in the shared ring) before it is cut off",
     "max_streams": "most open watch and event streams in total",
     "max_streams_per_client": "most open streams per client address",
     "stall_timeout": "seconds a stream that fell behind may take to send its last words "

@@ -46,7 +46,10 @@ def build_receiver(workdir: Path) -> Path:
 
 def run_scenario(receiver: Path, kube: KubeAPI, url: str, mode: str, subscribers: int, rate: float,
                  seconds: float, objects: int, token: str = "", ca: str = "",
-                 gateway_pid: int | None = None, settle: float = 25.0) -> dict:
+                 gateway_pid: int | None = None, settle: float = 25.0,
+                 apiserver_pid: int | None = None) -> dict:
+    """One scenario; ``apiserver_pid``: also the API server's CPU seconds over the run (its
+    watchers' share is the difference between a run of watches and one through a gateway)."""
     changes = int(rate * seconds)
     args = [str(receiver), "-url", url, "-mode", mode, "-n", str(subscribers),
             "-duration", f"{seconds + settle}s", "-expect", str(changes)]
@@ -59,6 +62,8 @@ def run_scenario(receiver: Path, kube: KubeAPI, url: str, mode: str, subscribers
         raise RuntimeError(f"receiver not ready: {ready} {rx.stderr.read()[-2000:]}")
     time.sleep(1.0)
     cpu0 = tree_cpu_seconds(gateway_pid) if gateway_pid else 0.0
+    user0 = tree_cpu_seconds(gateway_pid, system=False) if gateway_pid else 0.0
+    api_cpu0 = proc_cpu_seconds(apiserver_pid) if apiserver_pid else 0.0
     rx_cpu0 = proc_cpu_seconds(rx.pid)
     started = time.monotonic()
     for i in range(changes):
@@ -72,9 +77,12 @@ def run_scenario(receiver: Path, kube: KubeAPI, url: str, mode: str, subscribers
     took = time.monotonic() - started
     time.sleep(3.0)
     result: dict = {"changes": changes, "send_seconds": round(took, 1)}
+    if apiserver_pid:
+        result["apiserver_cpu_seconds"] = round(proc_cpu_seconds(apiserver_pid) - api_cpu0, 2)
     gateway_cpu = 0.0
     if gateway_pid:
         gateway_cpu = tree_cpu_seconds(gateway_pid) - cpu0
+        gateway_user = tree_cpu_seconds(gateway_pid, system=False) - user0
         result["gateway_cpu_percent"] = round(100 * gateway_cpu / (took + 3), 1)
         result["gateway_rss_mib"] = round(tree_rss_mib(gateway_pid), 1)
     result["receiver_cpu_percent"] = round(100 * (proc_cpu_seconds(rx.pid) - rx_cpu0) / (took + 3), 1)
@@ -83,6 +91,8 @@ def run_scenario(receiver: Path, kube: KubeAPI, url: str, mode: str, subscribers
     if gateway_pid and result.get("deliveries"):
         # the whole process's CPU over the run (the informer's work and idle timers too)
         result["gateway_cpu_us_per_delivery"] = round(1e6 * gateway_cpu / result["deliveries"], 1)
+        # its own code's share: the rest is the kernel's (on loopback, the receiving side too)
+        result["gateway_user_us_per_delivery"] = round(1e6 * gateway_user / result["deliveries"], 1)
     return result
 
 
@@ -158,6 +168,14 @@ def main() -> None:
         args.out.write_text(json.dumps(results, indent=2))
 
 
+def _per_delivery(row: dict) -> str:
+    """The gateway's CPU per delivery, and its user-space share where measured."""
+    if "gateway_cpu_us_per_delivery" not in row:
+        return ""
+    user = row.get("gateway_user_us_per_delivery")
+    return f"{row['gateway_cpu_us_per_delivery']} µs" + (f" (user {user})" if user is not None else "")
+
+
 def table(results: dict) -> str:
     lines = ["| scenario | side | p50 | p90 | p99 | max | deliveries | lost | gateway CPU | "
              "gateway CPU per delivery | gateway RSS | receiver CPU |",
@@ -168,7 +186,7 @@ def table(results: dict) -> str:
                 f"| {scenario} | {side} | {r['p50_ms']:.1f} ms | {r['p90_ms']:.1f} ms | {r['p99_ms']:.1f} ms | "
                 f"{r['max_ms']:.0f} ms | {r['deliveries']} | {r['lost']} | "
                 f"{str(r.get('gateway_cpu_percent', '')) + ' %' if 'gateway_cpu_percent' in r else ''} | "
-                f"{str(r['gateway_cpu_us_per_delivery']) + ' µs' if 'gateway_cpu_us_per_delivery' in r else ''} | "
+                f"{_per_delivery(r)} | "
                 f"{str(r.get('gateway_rss_mib', '')) + ' MiB' if 'gateway_rss_mib' in r else ''} | "
                 f"{r['receiver_cpu_percent']} % |")
     return "\n".join(lines)

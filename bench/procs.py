@@ -23,10 +23,13 @@ __all__ = ["Gateway", "children", "proc_cpu_seconds", "proc_rss_mib", "start_gat
            "tree_cpu_seconds", "tree_rss_mib", "workers_of"]
 
 
-def proc_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds used so far by process ``pid``."""
+def proc_cpu_seconds(pid: int, system: bool = True) -> float:
+    """User + system CPU seconds used so far by process ``pid`` (user alone: not ``system``).
+
+    The split matters for writes to sockets on loopback: the kernel's whole delivery,
+    the receiving side's TCP included, is charged to the writer as system time."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + (int(fields[12]) if system else 0)) / os.sysconf("SC_CLK_TCK")
 
 
 def proc_rss_mib(pid: int) -> float:
@@ -57,9 +60,9 @@ def workers_of(pid: int) -> list[int]:
     return found
 
 
-def tree_cpu_seconds(pid: int) -> float:
+def tree_cpu_seconds(pid: int, system: bool = True) -> float:
     """CPU seconds of ``pid`` and its children (a gateway with ``--workers``, all of it)."""
-    return proc_cpu_seconds(pid) + sum(proc_cpu_seconds(c) for c in children(pid))
+    return proc_cpu_seconds(pid, system) + sum(proc_cpu_seconds(c, system) for c in children(pid))
 
 
 def tree_rss_mib(pid: int) -> float:

@@ -8,8 +8,9 @@ One ``EventHub`` per resource lives on the event loop. The informer's single
   is the only writer and reader);
 - ``ring``: the last N events, each encoded once per wire format and shared by
   every subscriber, for resuming by id (SSE) or resourceVersion (watch);
-- ``subscribers``: each with its selection and a bounded queue; per-subscriber
-  work is the selector match only.
+- ``subscribers``: each with its selection, and a cursor into the ring while it
+  cannot take events (see ``Subscriber``); per-subscriber work is the selector
+  match only, once per group of equal selections.
 
 Why a view beside the indexer. The indexer is the informer's, written on its
 thread, a moment ahead of the loop; a stream's first state must be taken at the
@@ -47,6 +48,7 @@ import secrets
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
+from itertools import islice
 from typing import Any
 
 import orjson
@@ -228,7 +230,18 @@ class RecentCopies:
 
 
 class Subscriber:
-    """One stream's selection and bounded queue; lives on the loop."""
+    """One stream's selection, and where it stands in its hub's ring; lives on the loop.
+
+    A stream that keeps up holds nothing: each dispatch's events go to its ``sink`` (its
+    connection) or wake its task. One that cannot take them now (its client's socket is
+    full, or its task is writing) keeps a cursor into the hub's ring instead of a queue of
+    its own, as kube-apiserver's watchers keep a buffer each and steve's readers a cursor:
+    the events wait in the ring every stream shares, and the task takes all of them in
+    one go when it can write again (``take``). It falls behind — its stream ends with
+    the encoder's last words, and the client resumes — when more than ``max_queue``
+    matching events wait, or when the ring moves a lap past its cursor. Either way a
+    stalled reader costs a few integers, not a reference per event.
+    """
 
     def __init__(self, selection: Selection, max_queue: int, client: str = "",
                  wakeup: asyncio.Event | None = None,
@@ -238,7 +251,9 @@ class Subscriber:
         self.selection = selection
         self.client = client
         self._max = max_queue
-        self._queue: deque[tuple[Event, str]] = deque()
+        self.hub: EventHub | None = None  # set by EventHub.subscribe
+        self._cursor = -1  # the last event the stream has, when events wait after it (-1: none)
+        self._pending = 0  # matching events waiting after the cursor
         self._wakeup = wakeup or asyncio.Event()
         self.overflowed = False
         # set with overflowed: the stall watch starts
@@ -252,6 +267,9 @@ class Subscriber:
         # resumed from a version this process had not reached: the changes up to it are the
         # client's already (see EventHub.ahead_of); 0 once the view has passed it
         self.since = 0
+        # the last event ``since`` still applies to, once the view has passed it (events
+        # waiting in the ring from before that moment are still told apart by it)
+        self.since_until = 0
 
     def transition(self, event: Event) -> str | None:
         """Return what ``event`` means to this subscriber, as the apiserver's watch cache.
@@ -275,54 +293,67 @@ class Subscriber:
             return "DELETED_OLD"
         return None
 
-    def offer(self, events: list[Event], shared: dict[int, list[str | None]] | None = None) -> None:
-        """Send or queue what ``events`` (one dispatch's) mean to this subscriber.
+    def offer(self, events: list[Event], shared: dict[int, tuple[list, list]] | None = None) -> None:
+        """Send, or leave waiting in the ring, what ``events`` (one dispatch's) mean here.
 
-        ``shared``: what the events mean to each selection, filled as the dispatch goes, so
-        subscribers with equal selections filter them once. With a ``sink`` (its stream's
-        connection, see ``app.streams.wire``) and nothing queued, the events go straight to
-        it in one write, without waking the stream's task; a sink that cannot take them now
-        (the client's socket is full) leaves them queued, as without one. Overflow ends the
-        stream.
+        ``shared``: what the events mean to each selection, and the batch they make, filled
+        as the dispatch goes, so subscribers with equal selections filter them once and
+        share one batch (a subscriber still skipping what its client has makes its own). With a ``sink`` (its stream's
+        connection, see ``app.streams.wire``) and nothing waiting, the events go straight to
+        it in one write, without waking the stream's task; otherwise (or if the sink cannot
+        take them now: the client's socket is full) they wait in the ring behind the
+        cursor and the task is woken. Too many waiting ends the stream.
         """
         if self.closed or self.overflowed:
             return
         group = self.selection.group
-        kinds = None if shared is None else shared.get(group)
-        if kinds is None:
+        found = None if shared is None else shared.get(group)
+        if found is None:
             kinds = [self.transition(event) for event in events]
+            found = (kinds, [(e, k) for e, k in zip(events, kinds) if k is not None])
             if shared is not None:
-                shared[group] = kinds
+                shared[group] = found
+        if self.since or events[0].seq <= self.after_seq:
+            batch = self._select(events, found[0])
+        else:
+            batch = found[1]  # what every subscriber of its selection sends: never changed
+        if not batch:
+            return
+        if self._cursor < 0:
+            if self.sink is not None and self.sink(batch):
+                return
+            self._cursor = events[0].seq - 1
+        self._pending += len(batch)
+        hub = self.hub
+        if self._pending > self._max or (hub is not None and hub.ring
+                                         and hub.ring[0].seq > self._cursor + 1):
+            # Nothing waiting will be sent now (the client resumes from what it got): a
+            # reader that stopped reading holds no more than its socket's.
+            self._fall_behind()
+            return
+        self._wakeup.set()
+
+    def _select(self, events: Iterable[Event], kinds: Iterable[str | None]) -> list[tuple[Event, str]]:
+        """The events this stream sends, with what each means to it (``kinds``)."""
         batch: list[tuple[Event, str]] = []
         for event, kind in zip(events, kinds):
-            if event.seq <= self.after_seq:
+            if kind is None or event.seq <= self.after_seq:
                 continue
-            if self.since:
+            if self.since and (not self.since_until or event.seq <= self.since_until):
                 if not event.own:
                     # a relist's deletion: whether the client has it is unknown. End the
                     # stream as one that fell behind: it resumes, from a point this time.
                     self._fall_behind()
-                    return
+                    return []
                 if event.own <= self.since:
                     continue  # the client has this change
-            if kind is not None:
-                batch.append((event, kind))
-        if not batch:
-            return
-        if self.sink is not None and not self._queue and self.sink(batch):
-            return
-        if len(self._queue) + len(batch) > self._max:
-            # Nothing queued will be sent now (the client resumes from what it got), so let
-            # the events go: a reader that stopped reading holds no more than its socket's.
-            self._fall_behind()
-            return
-        self._queue.extend(batch)
-        self._wakeup.set()
+            batch.append((event, kind))
+        return batch
 
     def _fall_behind(self) -> None:
         self.overflowed = True
         self.sink = None
-        self._queue.clear()
+        self._cursor, self._pending = -1, 0
         self.fell_behind.set()
         self._wakeup.set()
 
@@ -331,8 +362,8 @@ class Subscriber:
         return [(e, kind) for e in events if (kind := self.transition(e)) is not None]
 
     async def next_batch(self, timeout: float | None) -> list[tuple[Event, str]]:
-        """Wait up to ``timeout`` for events; return what is queued (maybe nothing)."""
-        if not self._queue and not self.overflowed and not self.closed:
+        """Wait up to ``timeout`` for events; return what waits (maybe nothing)."""
+        if self._cursor < 0 and not self.overflowed and not self.closed:
             self._wakeup.clear()
             try:
                 await asyncio.wait_for(self._wakeup.wait(), timeout)
@@ -341,15 +372,23 @@ class Subscriber:
         return self.take()
 
     def take(self) -> list[tuple[Event, str]]:
-        """What is queued now (maybe nothing), without waiting."""
-        batch = list(self._queue)
-        self._queue.clear()
-        return batch
+        """Every event waiting for this stream, read from the ring (maybe nothing), without
+        waiting; a ring that moved a lap past the cursor makes it fall behind instead."""
+        if self._cursor < 0:
+            return []
+        cursor, self._cursor, self._pending = self._cursor, -1, 0
+        if self.overflowed or self.hub is None:
+            return []
+        events = self.hub.offered_after(cursor)
+        if events is None:
+            self._fall_behind()
+            return []
+        return self._select(events, [self.transition(event) for event in events])
 
     @property
     def waiting(self) -> bool:
-        """Whether events are queued, not yet taken (a bookmark now would pass them by)."""
-        return bool(self._queue)
+        """Whether events wait, not yet taken (a bookmark now would pass them by)."""
+        return self._cursor >= 0
 
     def close(self, error: StatusError | None = None) -> None:
         """End the stream: ``error`` is its last word (a resource or cluster that went away)."""
@@ -369,6 +408,7 @@ class EventHub:
         self.ring: deque[Event] = deque()
         self.copies = RecentCopies()  # merged streams' tagged objects, made once for all
         self.seq = 0
+        self.offered = 0  # the last event offered to the subscribers (later ones are held)
         self.rv = 0  # the newest version the view has applied (or is exactly at)
         self.exact: int | None = None  # the version the view is exactly at now, if it is
         self.points: deque[tuple[int, int, int]] = deque()  # (lo, hi, seq); see the docstring
@@ -435,7 +475,8 @@ class EventHub:
                 self._wake()
         if self._catching_up:
             for subscriber in [s for s in self._catching_up if s.since <= value]:
-                subscriber.since = 0  # every change up to it has been offered: nothing to skip
+                # every change up to it has been offered: none after this one is skipped
+                subscriber.since_until = self.offered
                 self._catching_up.discard(subscriber)
 
     def mark_ready(self) -> None:
@@ -518,7 +559,8 @@ class EventHub:
         self._wire = wire
         # One pass: each subscriber gets the whole burst at once (one write, for a stream
         # whose events go straight to its connection); equal selections filter it once.
-        shared: dict[int, list[str | None]] = {}
+        shared: dict[int, tuple[list, list]] = {}
+        self.offered = held[-1].seq
         for subscriber in self.subscribers:
             subscriber.offer(held, shared)
         for event in held:
@@ -619,16 +661,25 @@ class EventHub:
             return None
         return self.ring[seq - self.ring[0].seq]
 
-    def events_after_seq(self, seq: int) -> list[Event] | None:
-        """The events after ``seq``; ``None`` if the ring no longer holds them all."""
-        if seq > self.seq:
+    def events_after_seq(self, seq: int, upto: int | None = None) -> list[Event] | None:
+        """The events after ``seq`` (up to ``upto``, else the newest); ``None`` if the ring
+        no longer holds them all. Read from the newest end: a stream catching up asks for
+        the last few of thousands."""
+        last = self.seq if upto is None else upto
+        if seq > last:
             return None
         if not self.ring:
             return [] if seq == self.seq else None
-        first = self.ring[0].seq
-        if seq < first - 1:
+        if seq < self.ring[0].seq - 1:
             return None
-        return list(self.ring)[seq - first + 1:]
+        skip, count = self.seq - last, last - seq
+        newest = islice(reversed(self.ring), skip, skip + count)
+        return list(newest)[::-1]
+
+    def offered_after(self, seq: int) -> list[Event] | None:
+        """The events offered to the subscribers after ``seq`` (what a stream that stood
+        there has not had); ``None`` if the ring moved a lap past it."""
+        return self.events_after_seq(seq, self.offered)
 
     def events_after_rv(self, rv: int, watch: bool = False) -> list[Event] | None:
         """Return the events after resourceVersion ``rv``; ``None`` if no point covers it.
@@ -668,6 +719,7 @@ class EventHub:
     def subscribe(self, subscriber: Subscriber) -> None:
         """Add a subscriber whose first state or replay went up to the current ``seq``."""
         subscriber.after_seq = self.seq
+        subscriber.hub = self
         self.subscribers.add(subscriber)
         if subscriber.since:
             self._catching_up.add(subscriber)

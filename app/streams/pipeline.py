@@ -23,14 +23,15 @@ left off; both are a ``StreamEncoder`` (``app.streams.watch``, ``app.streams.sse
 4. teardown, however the stream ends: unsubscribe, release the slot, count it.
 
 Live events reach a client that keeps up without its task: the hub's dispatch writes
-them straight to the connection (``app.streams.wire``) while nothing is queued and the
-task is not writing; the task wakes for its timers, a queue and the end.
+them straight to the connection (``app.streams.wire``) while nothing waits and the
+task is not writing; the task wakes for its timers, events left waiting in the ring
+(``Subscriber.take``) and the end.
 
 The bytes go out as the client takes them (``StreamBody``): flow control makes a
 send wait while the client's socket is full, which paces a slow reader and holds
 at most one chunk of the first state in memory (it is joined lazily, slice by
-slice). A client that stops reading altogether falls behind: its queue overflows
-(and is let go at once); if its last words cannot be sent within
+slice). A client that stops reading altogether falls behind: too many events wait
+behind its cursor, or the ring laps it (and it is let go at once); if its last words cannot be sent within
 ``stall_timeout`` either, its connection is closed. So a stream costs the same
 bounded memory whether its reader reads or not, and never holds events back from
 the others.
@@ -170,7 +171,7 @@ async def open_stream(gateway: Any, cluster: Any, request: Request, grant: Grant
                 waits = [t - now for t in (deadline, encoder.next_tick(now), recheck)
                          if t is not None and t != math.inf]
                 if not subscriber.waiting and not subscriber.overflowed and not subscriber.closed:
-                    subscriber.sink = sink  # nothing queued: what comes may go straight out
+                    subscriber.sink = sink  # nothing waits: what comes may go straight out
                 batch = await subscriber.next_batch(max(0.0, min(waits)) if waits else None)
                 subscriber.sink = None  # what the task writes goes first
                 for piece in pieces(batch):

@@ -12,10 +12,11 @@ has a ``Wire`` writes its frames to the connection there and then, its task left
 
 The task still owns everything else: the first state, heartbeats and bookmarks, access
 checks, the end and its last words (``app.streams.pipeline``). Whenever it writes through
-``send`` or checks access it takes the subscriber's sink away, so events queue behind what
-it writes; a connection whose buffer is full (``write_paused``) takes nothing either, and
-its events queue until the task, waiting in ``send`` for the client to read, takes them —
-the same flow control and overflow as before, for a slow reader only.
+``send`` or checks access it takes the subscriber's sink away, so events wait (in the ring,
+behind the subscriber's cursor) for what it writes; a connection whose buffer is full
+(``write_paused``) takes nothing either, and its events wait until the task, done waiting
+in ``send`` for the client to read, takes them all at once — flow control and the cut-off
+for a slow reader only.
 
 What it relies on. ASGI gives an application no transport. The gateway's own HTTP protocol
 (``app.http.limits.GuardedProtocol``, a subclass of uvicorn's httptools protocol) puts the
@@ -34,6 +35,10 @@ from typing import Any
 __all__ = ["CYCLE_KEY", "Wire"]
 
 CYCLE_KEY = "kcg.cycle"  # the scope extension the gateway's protocol sets
+
+# The last piece framed as a chunk, and its chunk: one dispatch writes the same bytes to
+# every stream of a selection, one after another, so it is framed once for all of them.
+_framed: tuple[bytes, bytes] = (b"", b"")
 
 
 class Wire:
@@ -64,6 +69,9 @@ class Wire:
     def write(self, data: bytes) -> None:
         """Send ``data`` as one piece of the body (one chunk, when the body is chunked)."""
         if self._chunked:
-            self._transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+            global _framed
+            if _framed[0] is not data:
+                _framed = (data, b"%x\r\n%b\r\n" % (len(data), data))
+            self._transport.write(_framed[1])
         else:
             self._transport.write(data)

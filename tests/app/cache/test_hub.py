@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 
 from app.cache.hub import HOLD_INEXACT, EventHub, RecentCopies, Subscriber, frames
 from app.query.selection import Selection
@@ -24,6 +25,14 @@ def ready_hub(*objects, ring=100, at=None):
     hub.settle(str(at or max((int(o.resource_version) for o in objects), default=1)))
     hub.mark_ready()
     return hub
+
+
+def waiting(sub):
+    """What waits for ``sub`` in the ring, as its task would take it, left waiting."""
+    cursor, pending = sub._cursor, sub._pending
+    batch = sub.take()
+    sub._cursor, sub._pending = cursor, pending
+    return batch
 
 
 def change(hub, name, rv, old_rv=None, settled=True):
@@ -88,9 +97,9 @@ def test_a_burst_grouped_by_object_goes_out_whole_in_version_order():
         hub.subscribe(sub)
         # the informer popped a with 9 while b's 7 still waited: not at a point
         hub.apply("update", obj("a", 9), obj("a", 5), "")
-        assert list(sub._queue) == [], "held: the rest of the burst is on its way"
+        assert list(waiting(sub)) == [], "held: the rest of the burst is on its way"
         hub.apply("update", obj("b", 7), obj("b", 6), "9")
-        assert [(e.obj.name, e.rv, e.id) for e, _ in sub._queue] == [("b", 7, "7"), ("a", 9, "9")]
+        assert [(e.obj.name, e.rv, e.id) for e, _ in waiting(sub)] == [("b", 7, "7"), ("a", 9, "9")]
         assert [e.seq for e in hub.ring] == [1, 2] and hub.ring[0].obj.name == "b"
         assert not any(e.restamped for e in hub.ring), "each at its object's own version"
         assert [e.obj.name for e in hub.events_after_rv(7, watch=True)] == ["a"]
@@ -98,12 +107,12 @@ def test_a_burst_grouped_by_object_goes_out_whole_in_version_order():
         # a lone straggler is not held for good; with no point it is not resumed from
         hub.apply("update", obj("a", 11), obj("a", 9), "")
         await asyncio.sleep(HOLD_INEXACT * 3)
-        event, _ = list(sub._queue)[-1]
+        event, _ = list(waiting(sub))[-1]
         assert (event.obj.name, event.rv, event.id) == ("a", 11, f"{hub.id}.3")
         assert hub.events_after_rv(11, watch=True) is None
         hub.apply("update", obj("b", 10), obj("b", 7), "")  # behind what went out: stamped
         await asyncio.sleep(HOLD_INEXACT * 3)
-        late, _ = list(sub._queue)[-1]
+        late, _ = list(waiting(sub))[-1]
         assert late.restamped and late.rv == 11
 
     asyncio.run(scenario())
@@ -158,9 +167,9 @@ def test_subscribers_see_selector_transitions():
     hub.apply("update", obj("x", 3, {"team": "blue"}), obj("x", 2, {"team": "red", "k": "v"}), "3")
     hub.apply("add", obj("y", 4, {"team": "blue"}), None, "4")
     hub.apply("update", obj("x", 5, {"team": "red"}), obj("x", 3, {"team": "blue"}), "5")
-    kinds = [(e.obj.name, k) for e, k in sub._queue]
+    kinds = [(e.obj.name, k) for e, k in waiting(sub)]
     assert kinds == [("x", "MODIFIED"), ("x", "DELETED_OLD"), ("x", "ADDED")]
-    event, kind = list(sub._queue)[1]
+    event, kind = list(waiting(sub))[1]
     import orjson
 
     old_stamped = orjson.loads(event.object_bytes(kind))
@@ -185,11 +194,28 @@ def test_equal_selections_filter_each_event_once_between_them(monkeypatch):
     hub.apply("update", obj("x", 2, {"team": "blue"}), obj("x", 1, {"team": "red"}), "2")
     assert sorted(tested) == sorted([subscribers[0].selection.group] * 2
                                     + [other.selection.group] * 2), "new and old, once a group"
-    assert all([(e.obj.name, k) for e, k in s._queue] == [("x", "DELETED_OLD")] for s in subscribers)
-    assert [(e.obj.name, k) for e, k in other._queue] == [("x", "ADDED")]
+    assert all([(e.obj.name, k) for e, k in waiting(s)] == [("x", "DELETED_OLD")] for s in subscribers)
+    assert [(e.obj.name, k) for e, k in waiting(other)] == [("x", "ADDED")]
 
 
-def test_a_sink_takes_events_without_the_queue_and_a_burst_in_one_call():
+def test_equal_selections_share_one_batch_and_one_still_skipping_makes_its_own():
+    hub = ready_hub(obj("x", 1, {"team": "red"}), at=10)
+    red = Selection(labels=parse_selector("team=red"))
+    got = []
+    subscribers = [Subscriber(red, 100) for _ in range(3)]
+    ahead = Subscriber(red, 100)
+    ahead.since = 12  # given version 12 by another process: x's change at 11 is its already
+    for sub in (*subscribers, ahead):
+        sub.sink = lambda batch, got=got: got.append(batch) or True
+        hub.subscribe(sub)
+    hub.apply("update", obj("x", 11, {"team": "red"}), obj("x", 1, {"team": "red"}), "11")
+    shared = [batch for batch in got if batch]
+    assert len(shared) == 3 and shared[0] is shared[1] is shared[2], "one batch for the selection"
+    assert [(e.own, k) for e, k in shared[0]] == [(11, "MODIFIED")]
+    assert not ahead.waiting and len(got) == 3, "the one ahead skipped it: nothing to send"
+
+
+def test_a_sink_takes_events_without_waking_the_task_and_a_burst_in_one_call():
     hub = ready_hub(obj("a", 1))
     taken, accepting = [], [True]
 
@@ -209,14 +235,60 @@ def test_a_sink_takes_events_without_the_queue_and_a_burst_in_one_call():
         assert taken[1:] == [[("c", "ADDED"), ("d", "ADDED")]], "one write for the burst"
         accepting[0] = False  # the client's socket is full: queued, and the task woken
         change(hub, "e", 5)
-        assert [(e.obj.name, k) for e, k in sub._queue] == [("e", "ADDED")]
+        assert [(e.obj.name, k) for e, k in waiting(sub)] == [("e", "ADDED")]
         assert sub._wakeup.is_set()
         accepting[0] = True
         change(hub, "f", 6)  # queued behind what is queued, never ahead of it
-        assert [(e.obj.name, k) for e, k in sub._queue] == [("e", "ADDED"), ("f", "ADDED")]
+        assert [(e.obj.name, k) for e, k in waiting(sub)] == [("e", "ADDED"), ("f", "ADDED")]
         assert len(taken) == 2
 
     asyncio.run(scenario())
+
+
+def test_a_subscriber_that_cannot_take_events_keeps_a_cursor_into_the_ring_not_a_queue():
+    async def scenario():
+        hub = ready_hub(obj("a", 1, {"team": "red"}), ring=200)
+        sub = Subscriber(Selection(labels=parse_selector("team=red")), 1000)
+        hub.subscribe(sub)
+        for rv in range(2, 52):
+            hub.apply("update", obj("a", rv, {"team": "red"}), obj("a", rv - 1, {"team": "red"}),
+                      str(rv))
+            hub.apply("add", obj(f"blue{rv}", rv, {"team": "blue"}), None, str(rv))
+        assert sub.waiting and sub._wakeup.is_set()
+        held = [v for v in vars(sub).values() if isinstance(v, (list, deque, dict, set))]
+        assert held == [], "a stream that waits holds integers, not the events"
+        hub.apply("update", obj("a", 60, {"team": "red"}), obj("a", 51, {"team": "red"}), "")
+        assert hub.offered < hub.seq, "held: the rest of its burst is on its way"
+        batch = sub.take()
+        assert [(e.own, k) for e, k in batch] == [(rv, "MODIFIED") for rv in range(2, 52)], \
+            "every matching event offered, in order; the held one not yet"
+        assert not sub.waiting and sub.take() == []
+        await asyncio.sleep(HOLD_INEXACT * 3)
+        assert [(e.own, k) for e, k in sub.take()] == [(60, "MODIFIED")]
+
+    asyncio.run(scenario())
+
+
+def test_a_waiting_subscriber_falls_behind_when_the_ring_laps_its_cursor():
+    hub = ready_hub(obj("a", 1, {"team": "red"}), ring=5)
+    red = Selection(labels=parse_selector("team=red"))
+    quiet, other = Subscriber(red, 1000), Subscriber(red, 1000)
+    for sub in (quiet, other):
+        hub.subscribe(sub)
+    hub.apply("update", obj("a", 2, {"team": "red"}), obj("a", 1, {"team": "red"}), "2")
+    assert quiet.waiting and not quiet.overflowed
+    other.take()
+    for rv in range(3, 10):  # none of them its: only the ring moves on
+        hub.apply("add", obj(f"b{rv}", rv, {"team": "blue"}), None, str(rv))
+    assert quiet.waiting and not quiet.overflowed, "nothing matching came: not told yet"
+    assert quiet.take() == [] and quiet.overflowed and quiet.fell_behind.is_set()
+    assert not other.waiting and not other.overflowed, "one that kept up is not touched"
+    hub.apply("update", obj("a", 10, {"team": "red"}), obj("a", 2, {"team": "red"}), "10")
+    assert [e.own for e, _ in other.take()] == [10]
+    for rv in range(11, 17):  # a matching event after a lap tells at once
+        hub.apply("update", obj("a", rv, {"team": "red"}), obj("a", rv - 1, {"team": "red"}),
+                  str(rv))
+    assert other.overflowed and not other.waiting
 
 
 def test_a_whole_frame_is_made_once_per_dispatch_and_not_kept_after_it():
@@ -314,8 +386,10 @@ def test_a_client_ahead_of_this_process_is_followed_skipping_what_it_has():
         change(hub, "a", 12, 5)       # the client has it: skipped
         change(hub, "b", 15, 6)       # new to it
         change(hub, "a", 16, 12)
-        assert [(e.obj.name, e.own) for e, _ in sub._queue] == [("b", 15), ("a", 16)]
-        assert sub.since == 0, "past 14: nothing left to skip"
+        assert [(e.obj.name, e.own) for e, _ in waiting(sub)] == [("b", 15), ("a", 16)]
+        # read after the view passed 14 (at b's change): what waited from before is still
+        # told apart by 14, nothing after it is
+        assert sub.since_until == 2
         late = Subscriber(Selection(), 100)
         late.since = 20
         hub.subscribe(late)

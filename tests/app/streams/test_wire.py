@@ -106,3 +106,26 @@ def test_an_http_1_0_answer_is_framed_as_its_head_says_and_ends_with_the_connect
 def test_served_without_the_gateways_protocol_a_stream_has_no_wire():
     scope = {"type": "http", "method": "GET", "extensions": {}}
     assert Wire.of(scope) is None
+
+
+def test_the_same_piece_written_to_many_chunked_wires_is_framed_once():
+    class Transport:
+        def __init__(self):
+            self.written = []
+
+        def write(self, data):
+            self.written.append(data)
+
+    class Cycle:
+        def __init__(self):
+            self.transport, self.flow, self.chunked_encoding = Transport(), object(), True
+
+    cycles = [Cycle() for _ in range(3)]
+    piece, other = b"id: 7\nevent: ADDED\ndata: {}\n\n", b"id: 8\nevent: ADDED\ndata: {}\n\n"
+    for cycle in cycles:
+        Wire(cycle).write(piece)
+    Wire(cycles[0]).write(other)
+    first, second, third = (c.transport.written[0] for c in cycles)
+    assert first == b"%x\r\n%b\r\n" % (len(piece), piece)
+    assert second is first and third is first, "framed once, written to each"
+    assert cycles[0].transport.written[1] == b"%x\r\n%b\r\n" % (len(other), other)
