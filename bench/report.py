@@ -120,6 +120,12 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
                      f"p99 {sse['p99_ms']:.1f} ms (the apiserver's {watch['p99_ms']:.1f}), "
                      f"{sse['lost']} lost, {sse['rss_per_subscriber_kib']:.1f} KiB each",
                      sse["lost"] == 0))
+        if "gateway_cpu_us_per_delivery" in sse:
+            rows.append((f"{int(count):,} subscribers: gateway CPU ≤ 5 µs per delivery",
+                         f"{sse['gateway_cpu_us_per_delivery']} µs (user "
+                         f"{sse.get('gateway_user_us_per_delivery', '—')}; the apiserver's "
+                         f"watchers {watch.get('apiserver_cpu_us_per_delivery', '—')})",
+                         sse["gateway_cpu_us_per_delivery"] <= 5))
     for name, row in results.get("dashboard", {}).get("queries", {}).items():
         rows.append((f"dashboard {name}: ≤ 5 ms p50 once warm", f"{row['p50_ms']:.2f} ms",
                      row["p50_ms"] <= 5))
