@@ -38,7 +38,7 @@ from bench.seed import seed
 from control_plane.cluster import LocalCluster
 from control_plane.kubeapi import KubeAPI
 
-__all__ = ["DASHBOARD_QUERIES", "run", "table"]
+__all__ = ["DASHBOARD_QUERIES", "after_a_change_ms", "run", "table"]
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def _first_answer_ms(gateway_url: str, query: str) -> float:
     return took
 
 
-def _after_a_change_ms(gateway_url: str, kube: KubeAPI, query: str, times: int = 10) -> float:
+def after_a_change_ms(gateway_url: str, kube: KubeAPI, query: str, times: int = 10) -> float:
     """Median time of the first answer after one Pod changed (the kept answer is void)."""
     took = []
     for n in range(times):
@@ -128,7 +128,7 @@ def run(cluster: LocalCluster, seconds: float = 5.0, rounds: int = 2, log=print)
                 wrk(api_full, 1, seconds * 2, token, cluster.primary.process.pid))
         kube = KubeAPI.for_cluster(cluster)
         for query in DASHBOARD_QUERIES:
-            results["queries"][query.name]["changed_ms"] = _after_a_change_ms(
+            results["queries"][query.name]["changed_ms"] = after_a_change_ms(
                 gateway.url, kube, query.query)
         for name, rows in runs.items():
             target = results["queries"][name] if name in results["queries"] else results["full"]

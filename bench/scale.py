@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench import fanout
-from bench.dashboard import _after_a_change_ms
+from bench.dashboard import after_a_change_ms
 from bench.procs import start_gateway, tree_rss_mib
 from bench.queries import wrk
 from bench.seed import pod
@@ -107,7 +107,7 @@ def objects(cluster: LocalCluster, sizes: tuple[int, ...], seconds: float, workd
                 row[f"{name}_apiserver"] = _wrk(
                     api + path + ("&" if "?" in path else "?") + "resourceVersion=0", length,
                     token, cluster.primary.process.pid)
-            row["refresh_ms"] = _after_a_change_ms(gateway.url, kube, SUMMARY.split("?", 1)[1])
+            row["refresh_ms"] = after_a_change_ms(gateway.url, kube, SUMMARY.split("?", 1)[1])
         finally:
             gateway.stop()
         log(f"{size:,} pods: {json.dumps(row)}")
