@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ctypes
 import socket
+import weakref
 from collections import Counter
 from typing import Any
 
@@ -192,8 +193,10 @@ class GuardedProtocol(HttpToolsProtocol):
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and cycle.scope is self.scope:  # this request's
-            # its streams write live events straight to the connection (app.streams.wire)
-            self.scope.setdefault("extensions", {})[CYCLE_KEY] = cycle
+            # its streams write live events straight to the connection (app.streams.wire);
+            # weakly: the cycle holds the scope, and a strong reference back would leave
+            # every request's scope and cycle to the garbage collector
+            self.scope.setdefault("extensions", {})[CYCLE_KEY] = weakref.ref(cycle)
         if self._last_request and cycle is not None:
             cycle.keep_alive = False  # shutting down: answered, then closed
 

@@ -20,7 +20,9 @@ for a slow reader only.
 
 What it relies on. ASGI gives an application no transport. The gateway's own HTTP protocol
 (``app.http.limits.GuardedProtocol``, a subclass of uvicorn's httptools protocol) puts the
-request's ``RequestResponseCycle`` into the scope's extensions under ``kcg.cycle``; this
+request's ``RequestResponseCycle`` (a weak reference to it: the cycle holds the scope, and
+a reference back would make each request a garbage cycle) into the scope's extensions under
+``kcg.cycle``; this
 module reads its ``transport``, ``flow.write_paused``, ``chunked_encoding``,
 ``response_started``, ``response_complete`` and ``disconnected``, as uvicorn 0.29–0.54
 name them, and frames chunks as uvicorn does. ``tests/app/streams/test_wire.py`` fails if
@@ -55,7 +57,8 @@ class Wire:
     @classmethod
     def of(cls, scope: dict) -> Wire | None:
         """The wire of a request whose response head has gone out, else ``None``."""
-        cycle = (scope.get("extensions") or {}).get(CYCLE_KEY)
+        ref = (scope.get("extensions") or {}).get(CYCLE_KEY)
+        cycle = ref() if ref is not None else None
         if cycle is None or scope.get("method") == "HEAD" or not cycle.response_started:
             return None
         return cls(cycle)

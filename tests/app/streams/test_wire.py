@@ -5,6 +5,7 @@ fail; a stream would otherwise write garbage into its connection, or nothing."""
 
 from __future__ import annotations
 
+import gc
 import socket
 import threading
 import time
@@ -21,6 +22,9 @@ from control_plane.cluster import free_port
 from tests.helpers import wait_until
 
 
+_plain_cycles: list = []  # what /plain requests found in their scope
+
+
 async def _app(scope, receive, send):
     """A streaming answer: one piece through ``send``, three straight to the wire, the end
     through ``send`` again — as a live stream goes."""
@@ -29,6 +33,11 @@ async def _app(scope, receive, send):
             await send({"type": "lifespan.startup.complete"})
         await send({"type": "lifespan.shutdown.complete"})
         return
+    if scope["path"] == "/plain":  # a plain answer; what it leaves behind is looked at
+        _plain_cycles.append(scope["extensions"][CYCLE_KEY])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"plain"})
+        return
     early = Wire.of(scope)  # before the head: no wire yet
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"text/plain")]})
@@ -36,7 +45,7 @@ async def _app(scope, receive, send):
     wire = Wire.of(scope)
     said = [b"early:" + str(early is None).encode() + b";"]
     if wire is not None:
-        cycle = scope["extensions"][CYCLE_KEY]
+        cycle = scope["extensions"][CYCLE_KEY]()
         said.append(b"ready:" + str(wire.ready()).encode() + b";")
         cycle.flow.pause_writing()  # what the transport does past its high-water mark
         said.append(b"paused:" + str(wire.ready()).encode() + b";")
@@ -129,3 +138,21 @@ def test_the_same_piece_written_to_many_chunked_wires_is_framed_once():
     assert first == b"%x\r\n%b\r\n" % (len(piece), piece)
     assert second is first and third is first, "framed once, written to each"
     assert cycles[0].transport.written[1] == b"%x\r\n%b\r\n" % (len(other), other)
+
+
+def test_an_answered_request_is_freed_without_the_garbage_collector(server):
+    """The scope holds its cycle weakly: a reference back from the scope to the cycle (which
+    holds the scope) would make every request, its headers and whatever its answer left in
+    the scope a garbage cycle, for the collector to find."""
+    host, port = server.split(":")
+    gc.disable()
+    try:
+        with socket.create_connection((host, int(port)), timeout=10) as conn:
+            conn.sendall(b"GET /plain HTTP/1.0\r\nHost: x\r\n\r\n")
+            while conn.recv(65536):
+                pass  # until the server closes: HTTP/1.0 is not kept alive
+        ref = _plain_cycles[-1]
+        wait_until(lambda: ref() is None, 10,
+                   message="the request's cycle to be freed by reference counting alone")
+    finally:
+        gc.enable()
