@@ -51,11 +51,37 @@ def no_leaked_threads(request) -> Iterator[None]:
     yield
     deadline = time.monotonic() + 5.0
     while True:
-        leaked = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+        leaked = [t for t in threading.enumerate()
+                  if t not in before and t.is_alive() and not _pooled_by_a_running_loop(t)]
         if not leaked or time.monotonic() >= deadline:
             break
         time.sleep(0.02)
-    assert not leaked, f"test leaked threads: {[t.name for t in leaked]}"
+    assert not leaked, "test leaked threads:\n" + "\n".join(map(_where, leaked))
+
+
+def _pooled_by_a_running_loop(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is an idle-or-busy worker of an event loop that is still running.
+
+    Such a thread is that loop's pool, not the test's: a gateway a module fixture started
+    earlier (its loop's thread predates the test) takes a new worker whenever its heartbeat
+    asks its API server, and the worker stays in its pool until that loop ends. A loop the test
+    itself started and left running is caught by its own thread; one that has stopped no
+    longer owns its workers, so they count.
+    """
+    from anyio._backends._asyncio import WorkerThread
+
+    return isinstance(thread, WorkerThread) and thread.loop.is_running()
+
+
+def _where(thread: threading.Thread) -> str:
+    """A leaked thread's name and the stack it is in: a name alone ("AnyIO worker thread")
+    does not say which call outlived the test."""
+    import sys
+    import traceback
+
+    frame = sys._current_frames().get(thread.ident or -1)
+    stack = "".join(traceback.format_stack(frame)) if frame is not None else "  (ended)\n"
+    return f"{thread.name}:\n{stack}"
 
 
 @pytest.fixture(autouse=True)
