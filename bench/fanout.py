@@ -3,8 +3,10 @@
     .venv/bin/python -m bench.fanout [--subscribers 1000] [--rate 10] [--seconds 60]
 
 For each scenario, in the same run: the gateway's Server-Sent Events (the
-gateway in its own process, so its CPU and memory are measured) and direct
-watches on the API server. Receivers are a compiled Go program
+gateway in its own process, so its CPU and memory are measured), the floor's (the
+barest Python server of the same streams, ``bench.fanout_floor``: what is left of
+the gateway's CPU per delivery once the kernel's and the write's are taken away) and
+direct watches on the API server. Receivers are a compiled Go program
 (``bench/fanout/receiver.go``) so that receiving does not eat the machine.
 Each change is a patch to the real API server carrying its send time; latency
 is from that send to the receiver's receipt; ``lost`` counts expected
@@ -19,12 +21,13 @@ import os
 import resource
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from bench.procs import proc_cpu_seconds, start_gateway, tree_cpu_seconds, tree_rss_mib
-from control_plane.cluster import LocalCluster
+from control_plane.cluster import LocalCluster, free_port
 from control_plane.kubeapi import KubeAPI
 
 HERE = Path(__file__).parent / "fanout"
@@ -34,6 +37,27 @@ NS = "bench-fanout"
 def sse_side(workers: int) -> str:
     """The result's name for the gateway with ``workers`` processes."""
     return "gateway SSE" if workers == 1 else f"gateway SSE ×{workers}"
+
+
+FLOOR_SIDE = "floor SSE"
+
+
+def start_floor(cluster: LocalCluster) -> tuple[subprocess.Popen, str]:
+    """Start ``bench.fanout_floor`` following ``cluster``'s ConfigMaps in ``NS``; its process
+    and stream URL, once it listens."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.fanout_floor", "--port", str(port),
+         "--server", cluster.primary.url, "--ca", str(cluster.primary.ca_file), "--namespace", NS],
+        stdout=subprocess.PIPE, text=True, env=dict(os.environ, KCG_FLOOR_TOKEN=cluster.admin.token))
+    assert proc.stdout is not None
+    ready = proc.stdout.readline()
+    proc.stdout.close()  # it says nothing more there (its complaints go to stderr)
+    if "ready" not in ready:
+        proc.kill()
+        proc.wait()
+        raise RuntimeError("the fan-out floor did not start")
+    return proc, f"http://127.0.0.1:{port}/"
 
 
 def build_receiver(workdir: Path) -> Path:
@@ -117,7 +141,9 @@ def run(subscribers: int = 1000, rate: float = 10.0, seconds: float = 60.0, obje
             if kube.get(f"/api/v1/namespaces/{NS}/configmaps/fan-{i}", ok_missing=True) is None:
                 kube.create(f"/api/v1/namespaces/{NS}/configmaps", {"metadata": {"name": f"fan-{i}"}})
         gateways = {}
+        floor = None
         try:
+            floor, floor_url = start_floor(cluster)
             for count in workers:
                 gateways[sse_side(count)] = start_gateway(
                     cluster, workdir / f"w{count}", "--prewarm", "configmaps", "--workers", str(count),
@@ -134,6 +160,9 @@ def run(subscribers: int = 1000, rate: float = 10.0, seconds: float = 60.0, obje
                         receiver, kube, f"{gateway.url}/core/v1/namespaces/{NS}/configmaps",
                         "sse", count, per_second, seconds, objects, gateway_pid=gateway.pid,
                         settle=settle)
+                results[name][FLOOR_SIDE] = run_scenario(
+                    receiver, kube, floor_url, "sse", count, per_second, seconds, objects,
+                    gateway_pid=floor.pid, settle=settle)
                 # Watch from now on, so the watchers start where the SSE scenarios ended.
                 rv = kube.get(f"/api/v1/namespaces/{NS}/configmaps")["metadata"]["resourceVersion"]
                 results[name]["apiserver watch"] = run_scenario(
@@ -146,6 +175,9 @@ def run(subscribers: int = 1000, rate: float = 10.0, seconds: float = 60.0, obje
         finally:
             for gateway in gateways.values():
                 gateway.stop()
+            if floor is not None:
+                floor.kill()
+                floor.wait()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return results
@@ -177,8 +209,8 @@ def _per_delivery(row: dict) -> str:
 
 
 def table(results: dict) -> str:
-    lines = ["| scenario | side | p50 | p90 | p99 | max | deliveries | lost | gateway CPU | "
-             "gateway CPU per delivery | gateway RSS | receiver CPU |",
+    lines = ["| scenario | side | p50 | p90 | p99 | max | deliveries | lost | server CPU | "
+             "server CPU per delivery | server RSS | receiver CPU |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for scenario, sides in results.items():
         for side, r in sides.items():

@@ -34,3 +34,4 @@ def test_quick_benchmark_run_writes_the_report(tmp_path, local_cluster):
     assert "python -m bench --quick" in report
     assert "| Q4 | 8 |" in report and "| one object by name |" in report  # authorization's cost
     assert "Q1 with --authz kubernetes" in report
+    assert "| floor SSE |" in report and "µs (the floor " in report  # the fan-out's yardstick
