@@ -111,7 +111,7 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
                          sse["p99_ms"] <= watch["p99_ms"] and sse["lost"] == 0))
             if "×" not in side and "gateway_cpu_us_per_delivery" in sse:
                 rows.append((f"fan-out {scenario} ({side}): gateway CPU ≤ 5 µs per delivery",
-                             _above_floor(sse, sides.get("floor SSE")),
+                             _above_floor(sse, sides.get(fanout.FLOOR_SIDE)),
                              sse["gateway_cpu_us_per_delivery"] <= 5))
     for count, row in results.get("scale", {}).get("subscribers", {}).items():
         sse, watch = row["gateway"], row["apiserver"]

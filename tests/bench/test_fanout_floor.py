@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import socket
 import time
 
@@ -26,11 +27,17 @@ def test_what_is_not_an_event_is_not_sent(line):
     assert frame(1, line) is None
 
 
-def _read_until(sock: socket.socket, needle: bytes, timeout: float) -> bytes:
+def _event_with(needle: bytes, seen: bytes) -> bool:
+    """Whether ``seen`` holds the whole event (up to its blank line) that holds ``needle``."""
+    at = seen.find(needle)
+    return at >= 0 and b"\n\n" in seen[at:]
+
+
+def _read_until(sock: socket.socket, done, timeout: float, seen: bytes = b"") -> bytes:
+    """``seen`` and what ``sock`` sends after it, until ``done(all of it)`` (or ``timeout``)."""
     sock.settimeout(0.5)
-    seen = b""
     deadline = time.monotonic() + timeout
-    while needle not in seen and time.monotonic() < deadline:
+    while not done(seen) and time.monotonic() < deadline:
         try:
             seen += sock.recv(65536)
         except TimeoutError:
@@ -54,16 +61,17 @@ def test_every_client_gets_each_change_as_the_api_server_sent_it(local_cluster):
             client.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             clients.append(client)
         for client in clients:
-            assert _read_until(client, b"\r\n\r\n", 10).startswith(b"HTTP/1.1 200 OK\r\n")
+            head = _read_until(client, lambda seen: b"\r\n\r\n" in seen, 10)
+            assert head.startswith(b"HTTP/1.1 200 OK\r\n")
         seen = [b""] * len(clients)
         for _ in range(10):  # until the floor's watch is open (it lists first)
             patched = kube.patch(f"{path}/floor-test", {"data": {"n": str(time.time_ns())}})
             version = b'"resourceVersion":"' + patched["metadata"]["resourceVersion"].encode()
-            seen[0] += _read_until(clients[0], version, 2)
-            if version in seen[0]:
+            seen[0] = _read_until(clients[0], functools.partial(_event_with, version), 2, seen[0])
+            if _event_with(version, seen[0]):
                 break
         for i, client in enumerate(clients):
-            got = seen[i] + (b"" if version in seen[i] else _read_until(client, version, 10))
+            got = _read_until(client, functools.partial(_event_with, version), 10, seen[i])
             data = [line[6:] for line in got.split(b"\n") if line.startswith(b"data: ")]
             assert b"event: MODIFIED" in got
             assert [orjson.loads(d)["data"] for d in data][-1] == patched["data"]
