@@ -26,7 +26,7 @@ from typing import Any
 from prometheus_client import generate_latest
 
 from app.auth.authentication import Authenticator, TokenReviewAuthenticator
-from app.auth.identity import credentials_from_scope
+from app.auth.authorization import credentials_of
 from app.auth.policy import ResourcePolicy
 from app.bridge import run_blocking
 from app.clusters.cluster import Cluster
@@ -133,10 +133,9 @@ class Gateway:
                               "ServiceUnavailable", headers={"Retry-After": "10"})
         context = context_of(scope)
         if context.identity is None:
-            if context.credentials is None:
-                context.credentials = credentials_from_scope(scope)
-            context.identity = (self.authenticator.cached_identity(context.credentials)
-                                or await self.authenticator.authenticate(context.credentials))
+            credentials = credentials_of(scope)
+            context.identity = (self.authenticator.cached_identity(credentials)
+                                or await self.authenticator.authenticate(credentials))
 
     def _join(self, cluster: Cluster) -> None:
         """What every cluster gets from the gateway: the policy, identity, its siblings' word."""

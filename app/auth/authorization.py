@@ -48,7 +48,7 @@ from app.http.context import context_of
 from app.kube.status import StatusError
 from informer_core.discovery import APIResource
 
-__all__ = ["Access", "Authorization", "Grant", "attributes"]
+__all__ = ["Access", "Authorization", "Grant", "attributes", "credentials_of"]
 
 
 class Access(NamedTuple):
@@ -82,6 +82,19 @@ def attributes(access: Access) -> Attributes:
                       access.namespace or "", access.name or "")
 
 
+def credentials_of(scope: dict) -> Credentials:
+    """The request's credentials, read from its headers once and kept in its context.
+
+    Read when needed, not on every request: a caller known by ``Authenticator.known``
+    needs none (a stream's grant does, to be checked again).
+    """
+    context = context_of(scope)
+    credentials = context.credentials
+    if credentials is None:
+        credentials = context.credentials = credentials_from_scope(scope)
+    return credentials
+
+
 # (version, names) of the cluster's namespaces, from the gateway's own cache.
 NamespaceSource = Callable[[], Awaitable[tuple[int, list[str]]]]
 _PARTITION_REVIEWS = 16  # concurrent reviews while a partition is computed
@@ -107,6 +120,9 @@ class Authorization:
         self._namespaces = namespaces  # set: cluster-wide lists are partitioned
         self.partitions: DecisionCache[frozenset[str]] = DecisionCache(
             access.accesses.max_entries if access else 1)
+        # Grants of gets and lists by (identity, what they ask): see ``granted``.
+        self.grants: DecisionCache[Grant] = DecisionCache(
+            access.accesses.max_entries, access.accesses.clock) if access else DecisionCache(1)
         # Reviews partitions may cost: a caller with no rights listing every resource of a
         # cluster of 2,000 namespaces cluster-wide would make one per namespace and resource
         # every half minute (100k). Per user and in total, bursts then a steady rate.
@@ -131,10 +147,9 @@ class Authorization:
         context = context_of(scope)
         identity = context.identity
         if identity is None and self.authenticator is not None:
-            credentials = context.credentials
-            if credentials is None:
-                credentials = context.credentials = credentials_from_scope(scope)
-            identity = self.authenticator.cached_identity(credentials)
+            identity = self.authenticator.known(scope["headers"])
+            if identity is None:
+                identity = self.authenticator.cached_identity(credentials_of(scope))
             if identity is not None:
                 context.identity = identity
         return identity
@@ -151,11 +166,23 @@ class Authorization:
         identity = self.identify(scope)
         if identity is None:
             context = context_of(scope)
-            identity = context.identity = await self.authenticator.authenticate(context.credentials)
+            identity = context.identity = await self.authenticator.authenticate(
+                credentials_of(scope))
         return identity
 
     def granted(self, scope: dict | None, access: Access) -> Grant | None:
         """``authorize`` from the caches alone: the grant, or ``None`` when a review is due.
+
+        A get or a list (not a stream, whose grant carries its credentials for
+        ``reauthorize``) answered here is kept in ``grants`` by its identity
+        and what it asks, until the first of the decisions it rests on expires:
+        the same caller asking the same again — a dashboard, a client polling
+        one object — is then granted with one lookup, instead of building the
+        review's attributes, looking the decision up by them and making a new
+        grant. On the cheapest answer (one object by name) those steps were a
+        measurable part of the whole request. The policy is fixed for the
+        process, so what it allowed once it allows again; it is still asked
+        first, so its 403 comes before any other.
 
         Raises:
             StatusError: 403 (the policy's, or a kept denial that no partition
@@ -172,19 +199,34 @@ class Authorization:
             identity = self.identify(scope)
             if identity is None:
                 return None
-            try:
-                until = reviews.cached_check(identity.user, attributes(access))
-            except StatusError as denied:  # a kept denial; maybe a partition instead
-                if not self._partitionable(access, denied):
-                    raise
-                return None
-            if until is None:
-                return None
-            return Grant(access, identity, context.credentials, min(until, identity.expires))
+            if access.verb == "watch":
+                return self._kept_grant(reviews, identity, scope, access)
+            res = access.resource
+            key = (identity, access.verb, res.group, res.version, res.resource,
+                   access.namespace, access.name)
+            kept = self.grants.peek(key)
+            if kept is not None:
+                return kept[1]
+            grant = self._kept_grant(reviews, identity, scope, access)
+            if grant is not None:
+                self.grants.keep(key, grant, grant.expires)
+            return grant
         except Exception as exc:
             if context is not None:
                 context.denied = exc
             raise
+
+    def _kept_grant(self, reviews: AccessReviews, identity: Identity, scope: dict,
+                    access: Access) -> Grant | None:
+        try:
+            until = reviews.cached_check(identity.user, attributes(access))
+        except StatusError as denied:  # a kept denial; maybe a partition instead
+            if not self._partitionable(access, denied):
+                raise
+            return None
+        if until is None:
+            return None
+        return Grant(access, identity, credentials_of(scope), min(until, identity.expires))
 
     async def authorize(self, request: Any, access: Access) -> Grant:
         """Allow ``access`` (returning its ``Grant``) or raise a 403 ``StatusError``.
@@ -197,7 +239,7 @@ class Authorization:
             return grant
         try:
             identity = await self.authenticate(scope)
-            return await self._decide(identity, context_of(scope).credentials, access)
+            return await self._decide(identity, credentials_of(scope), access)
         except Exception as exc:
             context_of(scope).denied = exc
             raise

@@ -35,7 +35,7 @@ class DecisionCache(Generic[V]):
     def __init__(self, max_entries: int = 10_000,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.max_entries = max_entries
-        self._clock = clock
+        self.clock = clock  # what the expiry times are read against
         self._entries: OrderedDict[Hashable, tuple[float, V]] = OrderedDict()
         self._flights: dict[Hashable, asyncio.Future] = {}
         self.hits = 0
@@ -49,7 +49,7 @@ class DecisionCache(Generic[V]):
         found = self._entries.get(key)
         if found is None:
             return None
-        if found[0] <= self._clock():
+        if found[0] <= self.clock():
             del self._entries[key]
             return None
         self._entries.move_to_end(key)
@@ -86,12 +86,14 @@ class DecisionCache(Generic[V]):
             value, ttl = await compute()
         finally:
             del self._flights[key]
-        expires = self._clock() + ttl
+        expires = self.clock() + ttl
         if ttl > 0:
-            self._put(key, expires, value)
+            self.keep(key, value, expires)
         return expires, value
 
-    def _put(self, key: Hashable, expires: float, value: Any) -> None:
+    def keep(self, key: Hashable, value: V, expires: float) -> None:
+        """Keep ``value`` for ``key`` until ``expires`` (this cache's clock): a value
+        derived from other kept answers, which must not outlive the first of them."""
         self._entries[key] = (expires, value)
         self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:

@@ -41,6 +41,41 @@ def test_a_token_review_is_kept_for_its_ttl_and_never_past_the_tokens_exp():
     assert [t for t, _ in reviewer.token_reviews] == ["plain", token, token]
 
 
+def _headers(*pairs: tuple[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(b"host", b"gateway:8080"), *((n.encode(), v.encode("latin-1")) for n, v in pairs)]
+
+
+def test_known_gives_the_kept_identity_of_a_bearer_token_from_the_raw_headers():
+    """The hot path's shortcut: a reviewed token's very identity, or ``None`` for
+    anything the full path must answer — and never a different answer from it."""
+    clock = Clock()
+    reviewer = TableReviewer({"good": ALICE, "\xe9t\xe9": ALICE})
+    authn = authenticator(reviewer, clock, token_ttl=120)
+    assert authn.known(_headers(("authorization", "Bearer good"))) is None  # not reviewed yet
+    identity = run(authn.authenticate(Credentials("good")))
+    for form in ("Bearer good", "bearer good", "BEARER  good ", "Bearer good\t"):
+        assert authn.known(_headers(("authorization", form))) is identity, form
+    assert authn.cached_identity(Credentials("good")) is identity
+    assert authn.known(_headers(("authorization", "Basic Z29vZDpnb29k"))) is None
+    assert authn.known(_headers(("authorization", "Bearer other"))) is None
+    assert authn.known(_headers()) is None
+    # an impersonation is always the full path's, however well known the caller
+    assert authn.known(_headers(("authorization", "Bearer good"),
+                                ("impersonate-user", "bob"))) is None
+    # the last Authorization header is the one read, as by credentials_from_scope
+    assert authn.known(_headers(("authorization", "Bearer other"),
+                                ("authorization", "Bearer good"))) is identity
+    # a token of latin-1 bytes (headers are read as latin-1) is one and the same token
+    latin = run(authn.authenticate(Credentials("\xe9t\xe9")))
+    assert authn.known(_headers(("authorization", "Bearer \xe9t\xe9"))) is latin
+    with pytest.raises(StatusError):
+        run(authn.authenticate(Credentials("bad")))
+    assert authn.known(_headers(("authorization", "Bearer bad"))) is None  # kept rejection
+    clock.now += 120
+    assert authn.known(_headers(("authorization", "Bearer good"))) is None  # the review ended
+    assert len(reviewer.token_reviews) == 3
+
+
 @pytest.mark.parametrize("token, exp", [
     (jwt({"exp": 123}), 123.0), (jwt({"exp": 1.5}), 1.5), (jwt({"sub": "x"}), None),
     (jwt({"exp": True}), None), ("opaque-token", None), ("a.b.c", None), ("a.!!!.c", None),

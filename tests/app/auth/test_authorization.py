@@ -19,6 +19,7 @@ from control_plane.fake import FakeCluster
 from informer_core.discovery import APIResource
 from tests.app.conftest import run_gateway
 from tests.app.fake_reviewer import TableReviewer
+from tests.app.auth.reviewing import Clock, authenticator, reviews
 from tests.app.readers import LineReader
 from tests.helpers import wait_until
 
@@ -245,6 +246,72 @@ def test_a_watch_of_one_object_is_authorized_as_a_watch(fake, reviewer):
         assert watched.status_code == 403
         assert watched.json()["message"].startswith(
             f'pods "{pods[0]["metadata"]["name"]}" is forbidden: User "carol" cannot watch resource')
+
+
+def _asking(token: str) -> dict:
+    """A fresh request's scope, as the entry hands it on (each request gets its own context)."""
+    return {"type": "http", "headers": [(b"authorization", f"Bearer {token}".encode())],
+            "client": ("127.0.0.1", 1)}
+
+
+def test_a_kept_grant_answers_a_repeated_get_and_ends_with_its_first_decision(reviewer):
+    """The same caller asking the same again is granted from ``grants`` — by the very grant
+    kept — but never past the access decision or token review it rests on, and never for a
+    stream (whose grant carries its own credentials)."""
+    clock = Clock()
+    authz = Authorization(ResourcePolicy(), authenticator(reviewer, clock, token_ttl=60.0),
+                          reviews(reviewer, clock, allow_ttl=10.0))
+    get = Access("get", PODS, "demo-shop", "web-1")
+
+    async def story() -> None:
+        first = await authz.authorize(_asking("t-alice"), get)  # reviewed: nothing kept yet
+        assert len(authz.grants) == 0
+        kept = authz.granted(_asking("t-alice"), get)  # from the decision caches, then kept
+        assert kept is not None and kept.expires == first.expires == clock.now + 10.0
+        assert authz.granted(_asking("t-alice"), get) is kept
+        # another object is another decision: reviewed, then kept in an entry of its own
+        other = Access("get", PODS, "demo-shop", "web-2")
+        assert authz.granted(_asking("t-alice"), other) is None
+        await authz.authorize(_asking("t-alice"), other)
+        assert authz.granted(_asking("t-alice"), other) not in (None, kept)
+        watch = Access("watch", PODS, "demo-shop")
+        await authz.authorize(_asking("t-alice"), watch)
+        streaming = authz.granted(_asking("t-alice"), watch)
+        assert streaming is not authz.granted(_asking("t-alice"), watch)
+        # known by its kept review, the caller's credentials were not read until the stream's
+        # grant needed them: it is checked again with them (reauthorize)
+        assert streaming.credentials is not None and streaming.credentials.token == "t-alice"
+        assert len(authz.grants) == 2  # the two gets'
+        reviewer.allowed.clear()  # the right is taken away; the decision is kept 10 s
+        assert authz.granted(_asking("t-alice"), get) is kept
+        clock.now += 10.0
+        assert authz.granted(_asking("t-alice"), get) is None  # both expired: a review is due
+        with pytest.raises(StatusError) as refused:
+            await authz.authorize(_asking("t-alice"), get)
+        assert refused.value.code == 403
+
+    asyncio.run(story())
+
+
+def test_a_kept_grant_ends_with_the_token_review_when_that_ends_first(reviewer):
+    clock = Clock()
+    authz = Authorization(ResourcePolicy(), authenticator(reviewer, clock, token_ttl=5.0),
+                          reviews(reviewer, clock, allow_ttl=300.0))
+    get = Access("get", PODS, "demo-shop", "web-1")
+
+    async def story() -> None:
+        await authz.authorize(_asking("t-alice"), get)
+        kept = authz.granted(_asking("t-alice"), get)
+        assert kept is not None and kept.expires == clock.now + 5.0
+        assert authz.granted(_asking("t-alice"), get) is kept
+        del reviewer.tokens["t-alice"]  # the token is revoked; its review is kept 5 s
+        clock.now += 5.0
+        assert authz.granted(_asking("t-alice"), get) is None  # the token is asked again
+        with pytest.raises(StatusError) as rejected:
+            await authz.authorize(_asking("t-alice"), get)
+        assert rejected.value.code == 401
+
+    asyncio.run(story())
 
 
 def test_a_partitioned_list_stays_partitioned_while_the_denial_is_kept(fake, reviewer):
