@@ -6,7 +6,8 @@ One kube-apiserver + etcd, seeded once with 10,000 Pods in 100 namespaces and
 1,000 ConfigMaps; then the initial sync (``bench.sync_pods``), the queries
 (``bench.queries``, with py-spy profiles of Q1 and Q5), authorization's cost
 (``bench.authz``: ``--authz kubernetes`` vs ``none``), the change fan-out
-(``bench.fanout``), what ``--workers N`` costs (``bench.workers``), the queries for
+(``bench.fanout``, with what one write costs the kernel alone: ``bench.send_cost``),
+what ``--workers N`` costs (``bench.workers``), the queries for
 dashboards (``bench.dashboard``), a merged list of three clusters (``bench.merged``) and
 how cost grows with objects and subscribers (``bench.scale``, on an API server of its own),
 each measuring
@@ -22,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import authz, dashboard, fanout, merged, queries, scale, sync_pods, workers
+from bench import (authz, dashboard, fanout, merged, queries, scale, send_cost, sync_pods,
+                   workers)
 from bench.report import render
 from bench.seed import seed
 from control_plane.cluster import LocalCluster
@@ -44,13 +46,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     size = dict(pods=10_000, configmaps=1_000, sync_rounds=3, query_seconds=5.0, query_rounds=2,
                 authz_rounds=4, authz_requests=20_000, subscribers=1000, rate=10.0,
-                fan_seconds=60.0, settle=25.0, workers_seconds=60.0, workers_rate=50.0,
+                fan_seconds=60.0, settle=25.0, send_seconds=10.0, workers_seconds=60.0, workers_rate=50.0,
                 merged_rounds=15, scale_pods=(1_000, 10_000, 50_000),
                 scale_subscribers=(100, 1_000, 5_000), scale_seconds=30.0)
     if args.quick:
         size = dict(pods=200, configmaps=20, sync_rounds=1, query_seconds=1.0, query_rounds=1,
                     authz_rounds=1, authz_requests=500, subscribers=10, rate=5.0,
-                    fan_seconds=2.0, settle=3.0, workers_seconds=2.0, workers_rate=5.0,
+                    fan_seconds=2.0, settle=3.0, send_seconds=1.0, workers_seconds=2.0, workers_rate=5.0,
                     merged_rounds=2, scale_pods=(100, 300), scale_subscribers=(5, 10),
                     scale_seconds=2.0)
     command = ("python -m bench" + (" --quick" if args.quick else "") + f" --out {args.out}"
@@ -72,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         results["fanout"] = fanout.run(size["subscribers"], size["rate"], size["fan_seconds"],
                                        also_apiserver_scenario=True, settle=size["settle"],
                                        cluster=cluster)
+        # what one write per delivery costs the kernel alone, at each scenario's fan-out
+        results["send_cost"] = {
+            fanout.scenario_name(count, rate): send_cost.run(count, rate, size["send_seconds"])
+            for count, rate in ((size["subscribers"], size["rate"]), (200, 50.0))}
         print("workers ...", flush=True)
         results["workers"] = workers.run(cluster, size["pods"], size["workers_seconds"],
                                          size["workers_rate"])

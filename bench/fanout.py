@@ -42,6 +42,11 @@ def sse_side(workers: int) -> str:
 FLOOR_SIDE = "floor SSE"
 
 
+def scenario_name(subscribers: int, rate: float) -> str:
+    """A scenario's key in the results (``bench.send_cost``'s figures are kept by it too)."""
+    return f"{subscribers} subscribers x {rate:g} changes/s"
+
+
 def start_floor(cluster: LocalCluster) -> tuple[subprocess.Popen, str]:
     """Start ``bench.fanout_floor`` following ``cluster``'s ConfigMaps in ``NS``; its process
     and stream URL, once it listens."""
@@ -153,7 +158,7 @@ def run(subscribers: int = 1000, rate: float = 10.0, seconds: float = 60.0, obje
             if also_apiserver_scenario:
                 scenarios.append((200, 50.0))
             for count, per_second in scenarios:
-                name = f"{count} subscribers x {per_second:g} changes/s"
+                name = scenario_name(count, per_second)
                 results[name] = {}
                 for side, gateway in gateways.items():
                     results[name][side] = run_scenario(

@@ -14,7 +14,7 @@ import statistics
 import time
 from pathlib import Path
 
-from bench import authz, dashboard, fanout, merged, queries, scale, sync_pods, workers
+from bench import authz, dashboard, fanout, merged, queries, scale, send_cost, sync_pods, workers
 
 __all__ = ["render", "targets"]
 
@@ -111,7 +111,8 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
                          sse["p99_ms"] <= watch["p99_ms"] and sse["lost"] == 0))
             if "×" not in side and "gateway_cpu_us_per_delivery" in sse:
                 rows.append((f"fan-out {scenario} ({side}): gateway CPU ≤ 5 µs per delivery",
-                             _above_floor(sse, sides.get(fanout.FLOOR_SIDE)),
+                             _above_floor(sse, sides.get(fanout.FLOOR_SIDE),
+                                          results.get("send_cost", {}).get(scenario)),
                              sse["gateway_cpu_us_per_delivery"] <= 5))
     for count, row in results.get("scale", {}).get("subscribers", {}).items():
         sse, watch = row["gateway"], row["apiserver"]
@@ -132,14 +133,17 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
     return rows
 
 
-def _above_floor(sse: dict, floor: dict | None) -> str:
-    """The gateway's CPU per delivery; beside it, where the run had one, the floor's (the
-    least a Python server of the same streams takes here) and what the gateway adds to it."""
+def _above_floor(sse: dict, floor: dict | None, send: dict | None = None) -> str:
+    """The gateway's CPU per delivery; beside it, where the run had them, the floor's (the
+    least a Python server of the same streams takes here), what the gateway adds to it, and
+    what one ``send`` per delivery costs the kernel alone at that fan-out."""
     cpu = sse["gateway_cpu_us_per_delivery"]
+    alone = f"one send() alone {send['cpu_us_per_write']} µs" if send else ""
     if not floor or "gateway_cpu_us_per_delivery" not in floor:
-        return f"{cpu} µs"
+        return f"{cpu} µs ({alone})" if alone else f"{cpu} µs"
     least = floor["gateway_cpu_us_per_delivery"]
-    return f"{cpu} µs (the floor {least} µs; the gateway's own {cpu - least:.1f} µs)"
+    return (f"{cpu} µs (the floor {least} µs; the gateway's own {cpu - least:.1f} µs"
+            + (f"; {alone})" if alone else ")"))
 
 
 _INTRO = """\
@@ -252,7 +256,10 @@ The floor (`bench/fanout_floor.py`) serves the same streams with nothing but a
 watch of its own and one loop writing each change's frame to every connection:
 on loopback the kernel charges the writer for the whole delivery, the reading
 side's included, so its CPU per delivery is the least any Python server takes
-here, and the gateway's less the floor's is the gateway's own.
+here, and the gateway's less the floor's is the gateway's own. Below both,
+`bench/send_cost.py` writes a frame of 600 bytes to as many loopback connections
+at the same rate from a bare loop of `socket.sendall`: what one write per delivery
+costs the kernel alone, whatever the server (the "one send() alone" of the targets).
 """
 
 
@@ -346,6 +353,8 @@ def render(results: dict) -> str:
     parts.append(sync_pods.table(results["sync"]) + "\n")
     parts.append(_FANOUT)
     parts.append(fanout.table(results["fanout"]) + "\n")
+    if "send_cost" in results:
+        parts.append(send_cost.table(results["send_cost"]) + "\n")
     if "scale" in results:
         s = results["scale"]
         parts.append(_SCALE.format(sizes=" / ".join(f"{int(n):,}" for n in s["objects"]),
