@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.auth.authentication import token_expiry
-from app.auth.identity import Credentials, Impersonation
+from app.auth.identity import Credentials, Impersonation, credentials_from_scope
 from app.kube.status import StatusError
 from tests.app.auth.reviewing import ALICE, Clock, authenticator, jwt, run
 from tests.app.fake_reviewer import TableReviewer
@@ -65,6 +65,13 @@ def test_known_gives_the_kept_identity_of_a_bearer_token_from_the_raw_headers():
     # the last Authorization header is the one read, as by credentials_from_scope
     assert authn.known(_headers(("authorization", "Bearer other"),
                                 ("authorization", "Bearer good"))) is identity
+    # whatever the header, known answers as the full path would, or leaves it to it
+    for form in ("Bearer good\xa0", "Bearer \x85good", "Bearer\tgood", "Bearer ", "Bearer  ",
+                 "bearer good\r", "Bearergood"):
+        headers = _headers(("authorization", form))
+        fast = authn.known(headers)
+        assert fast is None or fast is authn.cached_identity(
+            credentials_from_scope({"headers": headers})), form
     # a token of latin-1 bytes (headers are read as latin-1) is one and the same token
     latin = run(authn.authenticate(Credentials("\xe9t\xe9")))
     assert authn.known(_headers(("authorization", "Bearer \xe9t\xe9"))) is latin
