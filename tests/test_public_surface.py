@@ -87,7 +87,7 @@ def test_package_exports_exactly(package, names):
     ("app.auth.authentication", ["Authenticator", "Identity", "TokenReviewAuthenticator",
                                  "token_expiry", "unauthorized"]),
     ("app.auth.access_review", ["AccessReviews", "Attributes", "forbidden_message"]),
-    ("app.auth.authorization", ["Access", "Authorization", "Grant", "attributes"]),
+    ("app.auth.authorization", ["Access", "Authorization", "Grant", "attributes", "credentials_of"]),
     ("app.auth.policy", ["ResourcePolicy"]),
     ("app.cache.resources", ["ClusterCache", "ResourceCache"]),
     ("app.query.engine", ["KEEP_ANSWERS_BELOW", "QueryEngine", "Result"]),
