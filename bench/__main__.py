@@ -46,13 +46,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     size = dict(pods=10_000, configmaps=1_000, sync_rounds=3, query_seconds=5.0, query_rounds=2,
                 authz_rounds=4, authz_requests=20_000, subscribers=1000, rate=10.0,
-                fan_seconds=60.0, settle=25.0, send_seconds=10.0, workers_seconds=60.0, workers_rate=50.0,
+                fan_seconds=60.0, settle=25.0, send_seconds=10.0, workers_seconds=60.0,
+                workers_rate=50.0,
                 merged_rounds=15, scale_pods=(1_000, 10_000, 50_000),
                 scale_subscribers=(100, 1_000, 5_000), scale_seconds=30.0)
     if args.quick:
         size = dict(pods=200, configmaps=20, sync_rounds=1, query_seconds=1.0, query_rounds=1,
                     authz_rounds=1, authz_requests=500, subscribers=10, rate=5.0,
-                    fan_seconds=2.0, settle=3.0, send_seconds=1.0, workers_seconds=2.0, workers_rate=5.0,
+                    fan_seconds=2.0, settle=3.0, send_seconds=1.0, workers_seconds=2.0,
+                    workers_rate=5.0,
                     merged_rounds=2, scale_pods=(100, 300), scale_subscribers=(5, 10),
                     scale_seconds=2.0)
     command = ("python -m bench" + (" --quick" if args.quick else "") + f" --out {args.out}"

@@ -23,8 +23,8 @@ from typing import NamedTuple
 
 from app.kube.status import bad_request
 
-__all__ = ["ANONYMOUS", "Credentials", "Impersonation", "UserInfo", "credentials_from_scope",
-           "impersonated_user"]
+__all__ = ["ANONYMOUS", "Credentials", "Impersonation", "UserInfo", "bearer_token",
+           "credentials_from_scope", "impersonated_user"]
 
 _SA_PREFIX = "system:serviceaccount:"
 _AUTHENTICATED = "system:authenticated"
@@ -91,20 +91,33 @@ class Credentials(NamedTuple):
     client: str = ""
 
 
+def bearer_token(headers: list[tuple[bytes, bytes]]) -> tuple[bytes | None, bool]:
+    """The bearer token as sent (its bytes, ASCII spaces stripped; ``None`` without one),
+    and whether any ``Impersonate-*`` header came with it: one pass over the headers.
+
+    The one reading of the ``Authorization`` header: ``credentials_from_scope`` and the
+    hot path's ``Authenticator.known`` both start here, so a token is the same token to
+    both (the last ``Bearer`` header wins, the scheme's case does not matter).
+    """
+    token = None
+    impersonating = False
+    for name, value in headers:  # names are lower case in ASGI
+        if name == b"authorization":
+            if value[:7].lower() == b"bearer ":
+                token = value[7:].strip() or None
+        elif name[:12] == b"impersonate-":
+            impersonating = True
+    return token, impersonating
+
+
 def credentials_from_scope(scope: dict) -> Credentials:
     """Read the bearer token and the ``Impersonate-*`` headers.
 
     Raises:
         StatusError: 400 for impersonation headers without ``Impersonate-User``.
     """
-    token = None
-    impersonating = False
-    for name, value in scope["headers"]:  # one pass; names are lower case in ASGI
-        if name == b"authorization":
-            if value[:7].lower() == b"bearer ":
-                token = value[7:].strip().decode("latin-1") or None
-        elif name[:12] == b"impersonate-":
-            impersonating = True
+    raw, impersonating = bearer_token(scope["headers"])
+    token = raw.decode("latin-1") if raw is not None else None
     peer = scope.get("client")
     client = peer[0] if peer else ""
     if not impersonating:
