@@ -14,6 +14,8 @@ crossing lives here, and nowhere else:
   cancelled meanwhile (a stopping gateway cancels its background tasks) waits for
   its call to return — ``OUTLIVE_AT_MOST`` seconds at most — before it ends, so
   that a gateway that has stopped leaves no thread at work on its behalf.
+  ``run_bulk`` is the same for work over many objects (a dashboard query, a Table
+  of thousands of rows), with Python's cyclic collector paused meanwhile.
 
 Lister reads (a lock held for microseconds, no I/O) are made on the loop directly.
 """
@@ -28,9 +30,10 @@ from typing import Any, TypeVar
 import anyio.to_thread
 
 from informer_core.encoded import EncodedObject
+from informer_core.gcpause import paused_gc
 from informer_core.tombstone import DeletedFinalStateUnknown
 
-__all__ = ["OUTLIVE_AT_MOST", "HubHandler", "call_on_loop", "run_blocking"]
+__all__ = ["OUTLIVE_AT_MOST", "HubHandler", "call_on_loop", "run_blocking", "run_bulk"]
 
 T = TypeVar("T")
 
@@ -53,6 +56,21 @@ async def run_blocking(fn: Callable[..., T], *args: Any,
     except asyncio.CancelledError:
         await asyncio.wait([call], timeout=OUTLIVE_AT_MOST)
         raise
+
+
+async def run_bulk(fn: Callable[..., T], *args: Any) -> T:
+    """``run_blocking`` for work over many objects, the cyclic collector paused meanwhile.
+
+    Such work makes a container or more per object (a column's values, a decoded
+    object, a Table row) that forms no cycle and is freed by its count. Left to the
+    collector, each burst of them sets off collections up to full ones, which walk the
+    whole cache: at 50,000 Pods one took 47-63 ms and came every second dashboard
+    refresh or so (a refresh after one change: 67 ms, 30 ms with the collector paused).
+    """
+    def paused() -> T:
+        with paused_gc():
+            return fn(*args)
+    return await run_blocking(paused)
 
 
 def call_on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> bool:

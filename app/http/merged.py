@@ -49,7 +49,7 @@ from app.kube.envelope import ListBody, MadeListBody, list_metadata
 from app.kube.request import (Query, decode_continue, encode_continue, negotiate, parse_path,
                               parse_query)
 from app.kube.status import StatusError, bad_request, method_not_allowed, not_found
-from app.kube.table import table_bytes
+from app.kube.table import render_table
 from app.query.selection import Selection
 from app.streams.merged import MergedSSE, MergedWatch, open_merged_stream
 from informer_core.encoded import EncodedObject
@@ -204,10 +204,11 @@ async def merged_endpoint(request: Request) -> Response:
     rv = encode_versions(versions)
     first = parts[0].entry
     if accept.kind == "table":
-        rows = [tagged_dict(obj.raw, cluster) for _, cluster, obj in page]
-        body = table_bytes(rows, first.printer, table_version=accept.table_version,
-                           include=query.include_object, resource_version=rv,
-                           continue_token=token, remaining=remaining)
+        rows = (tagged_dict(obj.raw, cluster) for _, cluster, obj in page)
+        body = await render_table(len(page), rows, first.printer,
+                                  table_version=accept.table_version,
+                                  include=query.include_object, resource_version=rv,
+                                  continue_token=token, remaining=remaining)
         return Response(body, media_type="application/json", headers=headers)
     res = first.resource
     head = (b'{"apiVersion":' + orjson.dumps(res.api_version) + b',"kind":'

@@ -47,7 +47,7 @@ from app.streams.sse import SSEEncoder
 from app.cache.answer_age import staleness_headers
 from app.kube.status import StatusError, bad_request, forbidden, method_not_allowed, not_found
 from app.streams.pipeline import open_stream
-from app.kube.table import table_bytes
+from app.kube.table import render_table, table_bytes
 from app.streams.watch import WatchEncoder
 from informer_core.encoded import EncodedObject
 from informer_core.fields import FieldSelector, Term
@@ -258,9 +258,10 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
                                 places[last] if places is not None else None)
     objects = objects[start:end] if start or end < len(objects) else objects
     if accept.kind == "table":
-        body = table_bytes((o.to_dict() for o in objects), entry.printer,
-                           table_version=accept.table_version, include=query.include_object,
-                           resource_version=rv, continue_token=token, remaining=remaining)
+        body = await render_table(len(objects), (o.to_dict() for o in objects), entry.printer,
+                                  table_version=accept.table_version,
+                                  include=query.include_object, resource_version=rv,
+                                  continue_token=token, remaining=remaining)
         return await _finish(request, body, etag)
     res = entry.resource
     meta = list_metadata(rv, token, remaining)

@@ -12,14 +12,10 @@ changed: the whole answer is kept per (query, page, resourceVersion)
 so a refresh while nothing changed sends stored bytes without selecting
 anything; and the filtered, sorted result is kept per (query,
 resourceVersion) (the last ``MAX_RESULTS``), so another page of it costs a
-slice and a join. Work over many objects runs on a worker thread
-(``app.bridge``), so a first query over 10,000 Pods never stalls the event
-loop — and with the cyclic collector paused (``_bulk``): its temporaries (a
-list per object for a column read without parsing, the decoded objects of a
-first read) form no cycles and are freed by their counts, but left to the
-collector they set off full collections, each walking the whole cache. At
-50,000 Pods one took 47-63 ms and came every second refresh or so: the
-refresh after one change cost 67 ms instead of 30.
+slice and a join. Work over many objects runs on a worker thread with the
+cyclic collector paused (``app.bridge.run_bulk``), so a first query over
+10,000 Pods never stalls the event loop, nor a refresh at 50,000 Pods sets off
+a collection of the whole cache.
 """
 
 from __future__ import annotations
@@ -31,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.bridge import run_blocking
+from app.bridge import run_bulk
 from app.query.budget import QueryMemory
 from app.query.values import ValueCache
 from app.cache.hub import EventHub
@@ -43,7 +39,6 @@ from app.query.selection import Selection
 from app.query.ordering import Ordering
 from app.query.summary import summary_bytes
 from informer_core.encoded import EncodedObject
-from informer_core.gcpause import paused_gc
 
 __all__ = ["KEEP_ANSWERS_BELOW", "Result", "QueryEngine"]
 
@@ -52,14 +47,6 @@ MAX_ANSWERS = 32
 KEEP_ANSWERS_BELOW = 4 * 1024 * 1024  # answers kept whole, up to 32 × 4 MiB per resource
 MAX_PROJECTIONS = 32
 _INLINE_BELOW = 1000  # objects evaluated on the loop itself; more go to a thread
-
-
-async def _bulk(work: Any, *args: Any) -> Any:
-    """``work(*args)`` on a worker thread, the cyclic collector paused meanwhile."""
-    def paused() -> Any:
-        with paused_gc():
-            return work(*args)
-    return await run_blocking(paused)
 
 
 @dataclass(frozen=True)
@@ -140,7 +127,7 @@ class QueryEngine:
             async with self._lock:  # a burst of the same cold query parses once
                 found = self._results.get(key)
                 if found is None:
-                    found = await _bulk(self.evaluate, objects, query.filters,
+                    found = await run_bulk(self.evaluate, objects, query.filters,
                                         query.ordering, query.summary, resource_version)
         for old in [k for k in self._results if k[1] != resource_version]:
             del self._results[old]  # results at another version will not be asked for again
@@ -186,7 +173,7 @@ class QueryEngine:
         objects = hub.snapshot(selection.unfiltered(), ordered=False)
         paths = [f.path for f in selection.filters]
         if len(objects) >= _INLINE_BELOW and self.columns.stale(paths, objects) >= _INLINE_BELOW // 4:
-            await _bulk(self.columns.table, paths, objects)
+            await run_bulk(self.columns.table, paths, objects)
 
     async def project(self, projection: Projection, objects: Sequence[EncodedObject]) -> list[bytes]:
         """Each object's projected bytes: those kept are taken on the loop, the rest made
@@ -196,7 +183,7 @@ class QueryEngine:
             for i in missing:
                 items[i] = projection.bytes_of(objects[i])
         else:
-            made = await _bulk(lambda: [projection.bytes_of(objects[i]) for i in missing])
+            made = await run_bulk(lambda: [projection.bytes_of(objects[i]) for i in missing])
             for i, raw in zip(missing, made):
                 items[i] = raw
             projection.forget_absent(len(objects))

@@ -56,3 +56,20 @@ def test_a_call_that_does_not_return_holds_its_cancelled_caller_a_bounded_while(
             release.set()  # the thread's call returns: the loop's end does not wait on it
 
     assert 0.15 <= asyncio.run(scenario()) < 2.0
+
+
+def test_bulk_work_runs_on_a_thread_with_the_collector_paused_and_restores_it():
+    import gc
+
+    def work(a, b):
+        return threading.get_ident(), gc.isenabled(), a + b
+
+    async def scenario():
+        thread, enabled, total = await bridge.run_bulk(work, 2, 3)
+        assert (thread != threading.get_ident(), enabled, total) == (True, False, 5)
+        with pytest.raises(ZeroDivisionError):
+            await bridge.run_bulk(lambda: 1 / 0)
+
+    assert gc.isenabled()
+    asyncio.run(scenario())
+    assert gc.isenabled(), "the collector stayed paused"
