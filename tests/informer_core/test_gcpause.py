@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 
 from informer_core.gcpause import paused_gc
 
@@ -39,3 +40,34 @@ def test_a_collector_disabled_beforehand_stays_disabled():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_overlapping_pauses_hold_the_collector_off_for_a_bounded_while(monkeypatch):
+    """A pause held open by one thread while others come and go still lets cyclic
+    garbage be collected once it has lasted LONGEST_PAUSE."""
+    import weakref
+
+    from informer_core import gcpause
+
+    monkeypatch.setattr(gcpause, "LONGEST_PAUSE", 0.05)
+
+    class Node:
+        pass
+
+    def garbage_cycle():
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        return weakref.ref(a)
+
+    with paused_gc():
+        early = garbage_cycle()
+        with paused_gc():
+            pass
+        assert early() is not None, "collected before the pause was long"
+        time.sleep(0.1)
+        late = garbage_cycle()
+        with paused_gc():
+            pass
+        assert early() is None and late() is None, "an overlapping pause held the collector off"
+        assert not gc.isenabled()
+    assert gc.isenabled()
