@@ -17,16 +17,21 @@ class LineReader:
         self.lines: list[str] = []
         self.status = None
         self.headers = None
+        self.error: BaseException | None = None  # why the read ended, if not by the server
         self._done = threading.Event()
         self._stop = threading.Event()
         self._socket: socket.socket | None = None
         self._verify = verify
-        self._thread = threading.Thread(target=self._run, args=(url, headers or {}))
+        self._thread = threading.Thread(target=self._run, args=(url, headers or {}), daemon=True)
         self._thread.start()
 
     def _run(self, url: str, headers: dict) -> None:
+        # No read timeout: a watch without bookmarks is silent for as long as nothing changes
+        # (an informer backing off from a stopped API server: up to 30 s and more), and a
+        # reader that gave up then would look like a stream the server ended. The tests'
+        # own waits bound how long they wait; ``close`` wakes a blocked read.
         try:
-            with httpx.stream("GET", url, headers=headers, timeout=30,
+            with httpx.stream("GET", url, headers=headers, timeout=httpx.Timeout(30, read=None),
                               verify=self._verify) as response:
                 self.status, self.headers = response.status_code, response.headers
                 stream = response.extensions.get("network_stream")
@@ -37,8 +42,8 @@ class LineReader:
                     self.lines.append(line)
                     if self._stop.is_set():
                         break
-        except httpx.HTTPError:
-            pass
+        except httpx.HTTPError as error:
+            self.error = error
         finally:
             self._done.set()
 
@@ -48,7 +53,8 @@ class LineReader:
             if predicate(self.lines):
                 return
             if self._done.is_set() and not predicate(self.lines):
-                break
+                ended = f"the read ended ({self.error!r})" if self.error else "the stream ended"
+                raise AssertionError(f"{ended}; lines so far: {self.lines[-10:]}")
             time.sleep(0.02)
         raise AssertionError(f"timed out; lines so far: {self.lines[-10:]}")
 
