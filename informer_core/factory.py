@@ -215,6 +215,13 @@ class SharedInformerFactory:
 
     # -- running -------------------------------------------------------------------
 
+    def retry_now(self, within: float = 0.0) -> None:
+        """The API server answers again: every informer backing off from it tries at a
+        random moment in the next ``within`` seconds (``Reflector.retry_now``), instead
+        of up to a minute later."""
+        for generic in self.informers().values():
+            generic.informer().retry_now(within)
+
     def start(self, stop: threading.Event) -> None:
         """Start every informer not yet started; informers stop when ``stop`` is set.
 

@@ -692,6 +692,13 @@ class SharedIndexInformer:
         reflector = self._reflector
         return reflector.last_sync_resource_version() if reflector is not None else ""
 
+    def retry_now(self, within: float = 0.0) -> None:
+        """The API server answers again: a reflector backing off tries within ``within``
+        seconds (see ``Reflector.retry_now``); nothing before the informer runs."""
+        reflector = self._reflector
+        if reflector is not None:
+            reflector.retry_now(within)
+
     def reflector_stats(self) -> ReflectorStats | None:
         """Return the reflector's counters (``None`` before start)."""
         reflector = self._reflector

@@ -17,6 +17,9 @@ Behaviour as client-go's reflector:
 - Failures are spaced by exponential backoff with jitter (0.8 s doubling to
   30 s, reset after 2 minutes without failures). Every failed list and every
   failed or broken watch is reported to the watch-error handler.
+- ``retry_now`` ends a backoff early: told by someone watching the API server
+  another way (the gateway's heartbeat) that it answers again, the reflector
+  tries at a random moment of a short spread instead of up to a minute later.
 - ``stop`` is honoured within a second wherever the reflector is: a helper
   thread aborts the call in flight by shutting its socket down.
 """
@@ -144,6 +147,10 @@ class Reflector:
         self._last_sync_rv_unavailable = False
         self._stream: WatchStream | None = None
         self._paginated = False  # the first list came in pages: the server honours limit
+        # set by retry_now (and by the supervisor on stop): a backoff being waited out ends;
+        # cleared as each list or watch begins, so one that fails after it retries at once
+        self._nudged = threading.Event()
+        self._retry_at = 0.0  # guarded by _lock: when a nudged reflector tries again
         self.stats = ReflectorStats()
 
     # -- public ----------------------------------------------------------------
@@ -163,8 +170,24 @@ class Reflector:
                     pass
                 except Exception as exc:  # noqa: BLE001 - every failure is reported, then retried
                     self._report(exc)
-                if stop.wait(self._backoff.next_delay()):
+                if self._back_off(stop):
                     break
+
+    def retry_now(self, within: float = 0.0) -> None:
+        """The API server answers again: end the backoff being waited out, trying at a
+        random moment in the next ``within`` seconds, and start the backoff over.
+
+        client-go has no such call: a reflector finds a returning API server by its backoff
+        alone, up to a minute late (30 s at most, stretched by jitter up to twice). A caller
+        that follows the API server another way can say so as soon as it knows; the random
+        moment keeps the reflectors of one API server from all listing in the same instant.
+        A reflector that is not backing off carries the word until its next list or watch
+        begins: if that attempt fails, it tries again at once.
+        """
+        with self._lock:
+            self._retry_at = self._clock() + self._rng() * max(within, 0.0)
+        self._backoff.reset()
+        self._nudged.set()
 
     def list_and_watch(self, stop: threading.Event) -> None:
         """List everything, then watch until the watch fails or ``stop`` is set.
@@ -201,6 +224,7 @@ class Reflector:
             return self._last_sync_rv or "0"
 
     def _list(self, stop: threading.Event) -> None:
+        self._nudged.clear()  # an attempt begins: an earlier retry_now is answered by it
         rv = self._relist_resource_version()
         relist = rv != "0"
         try:
@@ -262,6 +286,7 @@ class Reflector:
             timeout = int(self._min_watch_timeout * (self._rng() + 1.0))
             options = ListOptions(resource_version=self.last_sync_resource_version(),
                                   timeout_seconds=timeout, allow_watch_bookmarks=True)
+            self._nudged.clear()
             try:
                 stream = self._lw.watch(options)
             except WatchAbortedError:
@@ -269,7 +294,7 @@ class Reflector:
             except ConnectionError as exc:
                 # Most likely the API server is restarting: retry the watch, no relist.
                 self._report(exc)
-                if stop.wait(self._backoff.next_delay()):
+                if self._back_off(stop):
                     return
                 continue
             except ResourceExpiredError as exc:
@@ -287,7 +312,7 @@ class Reflector:
                 if stop.is_set():
                     return
                 self._report(exc)  # broken stream: resume from the last version
-                if stop.wait(self._backoff.next_delay()):
+                if self._back_off(stop):
                     return
             except ResourceExpiredError as exc:
                 self._report(exc)
@@ -341,6 +366,15 @@ class Reflector:
 
     # -- helpers ---------------------------------------------------------------
 
+    def _back_off(self, stop: threading.Event) -> bool:
+        """Wait out the next backoff delay, or less after ``retry_now``; whether stopped."""
+        if self._nudged.wait(self._backoff.next_delay()):  # also set by the supervisor on stop
+            with self._lock:
+                rest = self._retry_at - self._clock()
+            if rest > 0:
+                stop.wait(rest)
+        return stop.is_set()
+
     def _set_last_sync_rv(self, rv: str) -> None:
         with self._lock:
             self._last_sync_rv = rv
@@ -363,6 +397,7 @@ class Reflector:
         next_resync = self._clock() + self.resync_period if self.resync_period > 0 else None
         while not done.is_set():
             if stop.wait(_SUPERVISE_INTERVAL):
+                self._nudged.set()  # a backoff being waited out ends too
                 self._abort()
                 return
             if next_resync is not None and self._clock() >= next_resync:

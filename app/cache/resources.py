@@ -40,6 +40,9 @@ __all__ = ["ClusterCache", "ResourceCache"]
 log = logging.getLogger(__name__)
 
 _REFUSED_FOR = 5.0  # seconds a resource the gateway may not list is answered 403 without asking
+# seconds over which the informers try again when the heartbeat finds the API server back:
+# at once, not up to a minute later (their backoff), yet not all in the same instant
+CATCH_UP_WITHIN = 3.0
 
 
 @dataclass
@@ -442,6 +445,10 @@ class ClusterCache:
         ``credentials_problem`` (the cluster is then not ready: ``app.http.ops``) until
         the API server answers again. Never waits on a check in progress (a stopped API
         server takes seconds to not answer): meanwhile the last answer stands.
+
+        The first answer after none: every informer backing off from the API server tries
+        again within ``CATCH_UP_WITHIN`` seconds (``SharedInformerFactory.retry_now``), so
+        the caches follow again seconds after the API server returns, not up to a minute.
         """
         checked_at, ok = self._reachable
         if time.monotonic() - checked_at < max_age or self._probing:
@@ -464,6 +471,10 @@ class ClusterCache:
             ok = False
         finally:
             self._probing = False
+        if ok and self.api_server_away():
+            log.info("the API server answers again: the caches follow it within %.0f s",
+                     CATCH_UP_WITHIN)
+            self.factory.retry_now(CATCH_UP_WITHIN)
         self._reachable = (time.monotonic(), ok)
         if ok:
             self.confirmed_at = time.time()

@@ -98,3 +98,38 @@ def test_a_deleted_crd_stops_its_informer_and_a_recreated_one_gets_a_fresh_infor
     second = factory.for_resource(WIDGETS)
     assert second is not first and not second.stopped()
     factory.shutdown()
+
+
+def test_retry_now_reaches_every_informer_backing_off(cluster, stop):
+    """Lists failing (the API server away), each informer backs off, 1.6 s and more by its
+    third try; told the API server is back, both try again at once and sync."""
+    down = threading.Event()
+    down.set()
+    lists: list[GroupVersionResource] = []
+
+    class Away:
+        def __init__(self, inner, gvr):
+            self.inner, self.gvr = inner, gvr
+
+        def list(self, options):
+            lists.append(self.gvr)
+            if down.is_set():
+                raise ConnectionError("connection refused")
+            return self.inner.list(options)
+
+        def watch(self, options):
+            return self.inner.watch(options)
+
+    factory = SharedInformerFactory(
+        lister_watcher_func=lambda r, ns: Away(cluster.lister_watcher(r, ns), r.gvr),
+        discovery=cluster.discovery(min_refresh_interval=0))
+    secrets = GroupVersionResource("", "v1", "secrets")
+    informers = [factory.for_resource(CONFIGMAPS), factory.for_resource(secrets)]
+    factory.start(stop)
+    wait_until(lambda: lists.count(CONFIGMAPS) >= 2 and lists.count(secrets) >= 2, timeout=10,
+               message="second failures: the next delays are 1.6 s or more")
+    down.clear()
+    factory.retry_now()
+    assert factory.wait_for_cache_sync(stop, timeout=1.0) == {CONFIGMAPS: True, secrets: True}
+    assert all(i.informer().has_synced() for i in informers)
+    factory.shutdown()

@@ -221,23 +221,102 @@ def test_very_short_empty_watch_is_an_error(run_in_thread):
     assert "very short watch" in str(errors[0])
 
 
-@pytest.mark.parametrize("where", ["watching", "listing", "backing-off"])
+class RecordedBackoff(ExponentialBackoff):
+    """A backoff that keeps every delay it gave."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.delays: list[float] = []
+
+    def next_delay(self):
+        delay = super().next_delay()
+        self.delays.append(delay)
+        return delay
+
+
+def test_retry_now_ends_a_long_backoff_at_its_moment_of_the_spread_and_starts_it_over(
+        run_in_thread):
+    """A reflector backing off 60 s tries again after retry_now, at the random moment of
+    the spread it drew (here half of 0.6 s), not before; its backoff starts over."""
+    fake = FakeListerWatcher([obj("a")])
+    fake.list_errors = [ConnectionError("down"), ConnectionError("still down")]
+    backoff = RecordedBackoff(initial=60.0, cap=600.0, jitter=0.0)
+    errors: list[BaseException] = []
+    reflector = Reflector(fake, RecordingStore(), backoff=backoff, rng=lambda: 0.5,
+                          watch_error_handler=errors.append)
+    run_in_thread(reflector)
+    wait_until(lambda: backoff.delays == [60.0], message="backing off after the first failure")
+    began = time.monotonic()
+    reflector.retry_now(within=0.6)
+    wait_until(lambda: len(fake.list_calls) == 2, timeout=5, message="a list after retry_now")
+    assert time.monotonic() - began >= 0.25, "not before its moment of the spread"
+    wait_until(lambda: len(backoff.delays) == 2)
+    assert backoff.delays == [60.0, 60.0], "the backoff started over (else 120 s)"
+    reflector.retry_now()
+    wait_until(lambda: fake.watch_calls, timeout=5, message="listed and watching")
+    assert len(fake.list_calls) == 3 and len(errors) == 2
+
+
+def test_retry_now_during_an_attempt_that_then_fails_is_not_lost(run_in_thread):
+    """The API server came back while a list was still failing: the reflector tries again
+    at once instead of waiting out the backoff the failure would begin."""
+    fake = FakeListerWatcher([obj("a")])
+    in_flight, release = threading.Event(), threading.Event()
+    original = fake.list
+
+    def slow_failure(options):
+        if not in_flight.is_set():
+            fake.list_calls.append(options)
+            in_flight.set()
+            release.wait(5)
+            raise ConnectionError("timed out connecting")
+        return original(options)
+
+    fake.list = slow_failure
+    reflector = Reflector(fake, RecordingStore(), backoff=RecordedBackoff(initial=60.0))
+    run_in_thread(reflector)
+    in_flight.wait(5)
+    reflector.retry_now()
+    release.set()
+    wait_until(lambda: len(fake.list_calls) == 2, timeout=5, message="a list at once")
+
+
+def test_retry_now_before_a_list_that_succeeds_is_spent_by_it(run_in_thread):
+    """A word given while the reflector is not backing off is answered by its next attempt:
+    a later failure waits out its backoff as usual."""
+    fake = FakeListerWatcher([obj("a")])
+    backoff = RecordedBackoff(initial=60.0)
+    reflector = Reflector(fake, RecordingStore(), backoff=backoff)
+    reflector.retry_now()
+    run_in_thread(reflector)
+    wait_until(lambda: fake.watch_calls, message="listed and watching")
+    fake.break_watches()
+    wait_until(lambda: backoff.delays, message="backing off after the broken watch")
+    time.sleep(0.3)
+    assert len(fake.watch_calls) == 1, "the broken watch waits out its backoff"
+
+
+@pytest.mark.parametrize("where", ["watching", "listing", "backing-off", "told-to-retry-later"])
 def test_stop_is_honoured_within_a_second(where):
     fake = FakeListerWatcher([obj("a")])
     store = RecordingStore()
     backoff = no_backoff()
     if where == "listing":
         fake.block_lists.set()
-    if where == "backing-off":
+    if where in ("backing-off", "told-to-retry-later"):
         fake.list_errors = [ConnectionError("down")]
-        backoff = ExponentialBackoff(initial=60, jitter=0.0)
-    reflector = Reflector(fake, store, backoff=backoff)
+        backoff = RecordedBackoff(initial=60, jitter=0.0)
+    reflector = Reflector(fake, store, backoff=backoff, rng=lambda: 1.0)
     stop = threading.Event()
     thread = threading.Thread(target=reflector.run, args=(stop,))
     thread.start()
     wait_until(lambda: fake.list_calls)  # listing (blocked), or backing off after its failure
     if where == "watching":
         wait_until(lambda: fake.watch_calls)
+    if where == "told-to-retry-later":
+        wait_until(lambda: backoff.delays)
+        reflector.retry_now(within=60)  # its moment: the end of the spread
+        time.sleep(0.3)
     started = time.monotonic()
     stop.set()
     if where == "listing":
