@@ -10,9 +10,10 @@ workers, its channel to its siblings (``app.process.peers``).
 
 Clusters come and go while it serves (``apply``: the clusters file changed, a
 cluster Secret did): a cluster added is connected on a thread and started; one
-removed has its streams ended with a 404 naming it, then its informers stopped. A
-configured cluster that cannot be connected (its credentials cannot be had) is kept
-as ``unavailable`` with the reason: listed, not ready, 503 on its paths.
+removed has its streams ended with a 404 naming it, then its informers stopped. Until
+one added is connected its paths answer 503 (``connecting``), the plain paths too when it
+is the new default. A configured cluster that cannot be connected (its credentials cannot
+be had) is kept as ``unavailable`` with the reason: listed, not ready, 503 on its paths.
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ class Gateway:
         # configured clusters that could not be connected: why (listed, 503 on their paths);
         # tried again every RETRY_UNAVAILABLE_EVERY seconds with their spec and connector
         self.unavailable: dict[str, str] = {}
+        # clusters a change of the configuration is connecting now: 503 on their paths (the
+        # default's too), never a 404 that says the gateway does not serve them
+        self.connecting: set[str] = set()
         self._unconnected: dict[str, ClusterSpec] = {}
         self._connect: Connector | None = None
         self._retrying: asyncio.Task | None = None
@@ -106,7 +110,7 @@ class Gateway:
 
         Raises:
             StatusError: 404 for a cluster not configured, 503 for one that could not
-                be connected (with why).
+                be connected (with why) or is being connected.
         """
         found = self.clusters.get(name)
         if found is not None:
@@ -117,6 +121,9 @@ class Gateway:
         if name in self.unavailable:
             raise StatusError(503, f"cluster {name!r} cannot be reached: {self.unavailable[name]}",
                               "ServiceUnavailable", headers={"Retry-After": "10"})
+        if name in self.connecting:
+            raise StatusError(503, f"cluster {name!r} is being connected", "ServiceUnavailable",
+                              headers={"Retry-After": "1"})
         raise not_found(f"cluster {name!r} is not served by this gateway", resource="clusters",
                         name=name)
 
@@ -183,20 +190,27 @@ class Gateway:
                 return  # stopping: no cluster is added or changed any more
             self._connect = connect
             wanted = {s.name: dataclasses.replace(s, default=False) for s in specs}
+            changed = {n for n in self.clusters
+                       if self.specs.get(n, wanted.get(n)) != wanted.get(n)}
+            self.connecting = {n for n in wanted if n not in self.clusters or n in changed}
             self.default_name = default_of(specs).name if specs else ""
-            for name in list(self.clusters):
-                if self.specs.get(name, wanted.get(name)) != wanted.get(name) or name not in wanted:
-                    await self.remove(name)
-            for name in list(self.unavailable):
-                if name not in wanted:
-                    del self.unavailable[name]
-                    self._unconnected.pop(name, None)
-            for name, spec in wanted.items():
-                if name in self.clusters:
-                    self.clusters[name].default = name == self.default_name
-                    self.specs[name] = spec
-                    continue
-                await self._connect_one(spec, connect)
+            try:
+                for name in list(self.clusters):
+                    if name in changed or name not in wanted:
+                        await self.remove(name)
+                for name in list(self.unavailable):
+                    if name not in wanted:
+                        del self.unavailable[name]
+                        self._unconnected.pop(name, None)
+                for name, spec in wanted.items():
+                    if name in self.clusters:
+                        self.clusters[name].default = name == self.default_name
+                        self.specs[name] = spec
+                        continue
+                    await self._connect_one(spec, connect)
+                    self.connecting.discard(name)
+            finally:
+                self.connecting = set()
             self._identity_changed()
             if self._unconnected and self.loop is not None and self._retrying is None:
                 self._retrying = asyncio.create_task(self._retry_unavailable())

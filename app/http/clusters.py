@@ -36,12 +36,13 @@ def _time(at: float) -> str:
 def cluster_list(gateway: Any) -> dict:
     """The ``ClusterList`` of ``gateway`` now (no request made to any API server)."""
     items = []
-    for name in sorted({*gateway.clusters, *gateway.unavailable}):
+    for name in sorted({*gateway.clusters, *gateway.unavailable, *gateway.connecting}):
         cluster = gateway.clusters.get(name)
         item: dict[str, Any] = {"name": name, "default": name == gateway.default_name}
         if cluster is None:
+            why = gateway.unavailable.get(name, "being connected")
             item.update(ready=False, lastSyncedAt=None, resourcesCached=0,
-                        message=_without_addresses(gateway.unavailable[name]))
+                        message=_without_addresses(why))
             items.append(item)
             continue
         caches = cluster.caches

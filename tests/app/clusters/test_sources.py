@@ -82,8 +82,27 @@ def test_get_clusters_lists_every_cluster_in_name_order_without_addresses(tmp_pa
         assert counts["zeta"] == 1 and counts["alpha"] == 0
 
 
+class _Connecting(dict):
+    """Fakes by name, where taking one named in ``held`` waits (its connection is slow)."""
+
+    def __init__(self, fakes: dict) -> None:
+        super().__init__(fakes)
+        self.held: dict[str, threading.Event] = {}
+        self.asked = threading.Event()
+
+    def __getitem__(self, name: str) -> FakeCluster:
+        if name in self.held:
+            self.asked.set()
+            self.held[name].wait(15)
+        return super().__getitem__(name)
+
+
 def test_a_cluster_added_to_the_file_is_served_and_one_removed_ends_its_streams_with_404(tmp_path):
-    fakes = {"a": _fake("in-a"), "b": _fake("in-b")}
+    """b removed: 404. c added as the new default: while it is being connected its paths
+    and the plain ones answer 503 with Retry-After (never a 404 saying it is not served),
+    and /clusters lists it not ready; then it is served. a, unchanged, keeps its stream
+    until it is removed."""
+    fakes = _Connecting({"a": _fake("in-a"), "b": _fake("in-b")})
     path = tmp_path / "clusters.yaml"
     with run_fake_clusters(fakes, path) as gw:
         gw.gateway  # started
@@ -91,6 +110,7 @@ def test_a_cluster_added_to_the_file_is_served_and_one_removed_ends_its_streams_
         wait_until(lambda: httpx.get(gw.url + "/clusters/b/api/v1").status_code == 404, 10,
                    message="b gone")
         fakes["c"] = _fake("in-c")
+        fakes.held["c"] = threading.Event()
         lines: list[dict] = []
         with httpx.stream("GET", gw.url + "/clusters/a" + CM.format(ns="apps") + "?watch=true",
                           timeout=30) as watch:
@@ -99,9 +119,19 @@ def test_a_cluster_added_to_the_file_is_served_and_one_removed_ends_its_streams_
             reader.start()
             wait_until(lambda: lines, 10, message="the watch's first event")
             clusters_file(path, ["a", "c"], default="c")
-            wait_until(lambda: httpx.get(gw.url + CM.format(ns="apps")).status_code == 200 and
-                       _names(httpx.get(gw.url + CM.format(ns="apps"))) == ["in-c"], 10,
+            assert fakes.asked.wait(10), "c is being connected"
+            for url in (CM.format(ns="apps"), "/clusters/c" + CM.format(ns="apps")):
+                answer = httpx.get(gw.url + url)
+                assert answer.status_code == 503, answer.text
+                assert answer.json()["message"] == "cluster 'c' is being connected"
+                assert answer.headers["retry-after"] == "1"
+            listed = {c["name"]: c for c in httpx.get(gw.url + "/clusters").json()["items"]}
+            assert listed["c"]["ready"] is False and listed["c"]["default"] is True
+            assert listed["c"]["message"] == "being connected"
+            fakes.held.pop("c").set()
+            wait_until(lambda: httpx.get(gw.url + CM.format(ns="apps")).status_code == 200, 10,
                        message="c served, and the default")
+            assert _names(httpx.get(gw.url + CM.format(ns="apps"))) == ["in-c"]
             assert lines[-1]["type"] == "ADDED", "a's stream goes on: a is unchanged"
             clusters_file(path, ["c"])
             reader.join(10)
