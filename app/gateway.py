@@ -105,6 +105,11 @@ class Gateway:
         """The cluster served at the plain paths (``None`` while it cannot be connected)."""
         return self.clusters.get(self.default_name)
 
+    def absent(self) -> list[str]:
+        """The configured clusters not served now (they could not be connected, or are being
+        connected), in name order: what ``/clusters/*/`` stands for and cannot ask."""
+        return sorted((set(self.unavailable) | self.connecting) - set(self.clusters))
+
     def cluster(self, name: str) -> Cluster:
         """The cluster ``name``, for a request under ``/clusters/NAME/``.
 

@@ -8,9 +8,10 @@ failing the others:
 - a cluster whose caller may not read the resource: left out, silently (as a namespace
   a caller may not read is left out of a partitioned list);
 - a cluster that does not serve the resource, whose review failed, or whose cache never
-  synced: left out with a ``Warning`` naming it;
+  synced, and (under ``*``) one configured but not connected: left out with a ``Warning``
+  naming it;
 - none at all: ``404`` if no cluster serves the resource, else ``403`` (``503`` when some
-  were left out only because they could not be asked).
+  were left out only because they could not be asked, or are not connected).
 
 Every item carries the annotation ``kube-cache-gateway.io/cluster: NAME``, set on a copy
 (never on what is cached) and kept under ``fields=``. Items are ordered by cluster name,
@@ -143,7 +144,7 @@ async def merged_endpoint(request: Request) -> Response:
     raw = request.scope.get("query_string", b"")
     query, names, asked_version = _query(raw, gateway)
     accept = negotiate(request.headers.get("accept"), allow_sse=True)
-    warnings: list[str] = []
+    warnings = _absent(gateway, names)
     if query.watch or accept.kind == "sse":
         return await _stream(request, gateway, target, query, accept, names, asked_version,
                              warnings)
@@ -174,10 +175,11 @@ async def merged_endpoint(request: Request) -> Response:
     parts = [a for a in answers if isinstance(a, _Part)]
     if not parts:
         refusals = [a for a in answers if isinstance(a, StatusError)]
-        if not refusals:
+        absent = names is None and gateway.absent()
+        if not refusals and not absent:
             raise not_found(f"no cluster serves the resource of {request.scope['path']}: "
                             f"{'; '.join(warnings)}")
-        if any(r.code != 403 for r in refusals):
+        if absent or any(r.code != 403 for r in refusals):
             raise StatusError(503, "no cluster could be read: " + "; ".join(warnings),
                               "ServiceUnavailable", headers={"Retry-After": "1"})
         raise refusals[0]
@@ -278,6 +280,17 @@ def _query(raw: bytes, gateway: Any) -> tuple[Query, list[str] | None, dict[str,
         else:
             kept.append((key, value))
     return parse_query(urlencode(kept), gateway.settings.max_query_length), names, versions
+
+
+def _absent(gateway: Any, names: list[str] | None) -> list[str]:
+    """A ``Warning`` for each cluster ``*`` stands for that is not served now (a cluster
+    named in ``?clusters=`` answers 503 itself); why is in ``/clusters``."""
+    if names is not None:
+        return []
+    return [f"cluster {name}: left out: "
+            + ("it is being connected" if name in gateway.connecting and
+               name not in gateway.unavailable else "it cannot be connected")
+            for name in gateway.absent()]
 
 
 def _chosen(gateway: Any, names: list[str] | None) -> list[Any]:

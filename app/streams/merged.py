@@ -401,8 +401,8 @@ async def open_merged_stream(gateway: Any, request: Request, target: Any, query:
 
     Raises:
         StatusError: 404 when no cluster serves the resource, 403 when the caller may read
-            it in none (a stream that can wait for a cluster still syncing or away opens
-            without it, and takes it in when it can).
+            it in none (a stream that can wait for a cluster still syncing, away, or not
+            connected yet opens without it, and takes it in when it can).
     """
     client = request.client.host if request.client else ""
     refusal = gateway.limiter.acquire(client)
@@ -413,7 +413,9 @@ async def open_merged_stream(gateway: Any, request: Request, target: Any, query:
         clusters = [gateway.cluster(n) for n in stream.wanted()]
         answers = await asyncio.gather(*(attach(c, True) for c in clusters))
         refusals = [a for a in answers if isinstance(a, StatusError)]
-        if all(a is None or isinstance(a, StatusError) for a in answers):
+        # a cluster configured but not connected yet may serve it: the stream waits for it
+        waiting = names is None and bool(gateway.absent())
+        if all(a is None or isinstance(a, StatusError) for a in answers) and not waiting:
             if not refusals:
                 raise StatusError(404, f"no cluster serves the resource of {request.scope['path']}: "
                                        f"{'; '.join(warnings)}", "NotFound")

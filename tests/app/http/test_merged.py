@@ -205,3 +205,41 @@ def test_a_cluster_whose_api_server_never_answered_is_left_out_at_once(tmp_path)
         alone = httpx.get(gw.url + "/clusters/*/api/v1/namespaces/apps/configmaps",
                           params={"clusters": "dead"})
         assert alone.status_code == 503 and alone.json()["reason"] == "ServiceUnavailable"
+
+
+def test_a_configured_cluster_not_connected_is_named_and_a_stream_takes_it_in_when_it_connects(
+        tmp_path):
+    """'late' is in the clusters file but cannot be connected yet: a merged list leaves it
+    out with a Warning naming it; a resource only it might serve is 503, not 404 (nobody
+    knows yet); a merged watch of that resource opens and takes 'late' in once it connects."""
+    from tests.app.conftest import clusters_file
+    from tests.app.readers import LineReader, events
+    from tests.helpers import wait_until
+
+    fakes = {"a": _fake(apps=["a1"])}
+    path = tmp_path / "clusters.yaml"
+    with run_fake_clusters(fakes, path) as gw:
+        gw.gateway.retry_every = 0.5
+        clusters_file(path, ["a", "late"])  # no fake named 'late' yet: it cannot be connected
+        wait_until(lambda: "late" in gw.gateway.unavailable, 10, message="late unavailable")
+        answer = httpx.get(gw.url + "/clusters/*/api/v1/namespaces/apps/configmaps")
+        assert _items(answer) == [("a", "apps", "a1")]
+        assert "cluster late: left out: it cannot be connected" in answer.headers["warning"]
+        widgets = "/clusters/*/apis/example.com/v1/namespaces/apps/widgets"
+        unknown = httpx.get(gw.url + widgets)
+        assert unknown.status_code == 503 and unknown.json()["reason"] == "ServiceUnavailable"
+        assert "cluster late: left out: it cannot be connected" in unknown.json()["message"]
+        watch = LineReader(gw.url + widgets + "?watch=true")
+        try:
+            wait_until(lambda: watch.status is not None, 10, message="the watch to open")
+            assert watch.status == 200
+            late = _fake(apps=[])
+            late.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", widget_crd())
+            late.create("/apis/example.com/v1/namespaces/apps/widgets",
+                        {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}})
+            fakes["late"] = late
+            watch.wait_for(lambda lines: events(lines) == [("ADDED", "w")], 20)
+            tag = json.loads(watch.lines[0])["object"]["metadata"]["annotations"][ANNOTATION]
+            assert tag == "late"
+        finally:
+            watch.close()
