@@ -11,7 +11,8 @@ failing the others:
   synced, and (under ``*``) one configured but not connected: left out with a ``Warning``
   naming it;
 - none at all: ``404`` if no cluster serves the resource, else ``403`` (``503`` when some
-  were left out only because they could not be asked, or are not connected).
+  were left out only because they could not be asked, or when no connected cluster serves
+  the resource and some are not connected: those may).
 
 Every item carries the annotation ``kube-cache-gateway.io/cluster: NAME``, set on a copy
 (never on what is cached) and kept under ``fields=``. Items are ordered by cluster name,
@@ -179,7 +180,7 @@ async def merged_endpoint(request: Request) -> Response:
         if not refusals and not absent:
             raise not_found(f"no cluster serves the resource of {request.scope['path']}: "
                             f"{'; '.join(warnings)}")
-        if absent or any(r.code != 403 for r in refusals):
+        if not refusals or any(r.code != 403 for r in refusals):  # none: absent ones may
             raise StatusError(503, "no cluster could be read: " + "; ".join(warnings),
                               "ServiceUnavailable", headers={"Retry-After": "1"})
         raise refusals[0]

@@ -413,13 +413,12 @@ async def open_merged_stream(gateway: Any, request: Request, target: Any, query:
         clusters = [gateway.cluster(n) for n in stream.wanted()]
         answers = await asyncio.gather(*(attach(c, True) for c in clusters))
         refusals = [a for a in answers if isinstance(a, StatusError)]
-        # a cluster configured but not connected yet may serve it: the stream waits for it
-        waiting = names is None and bool(gateway.absent())
-        if all(a is None or isinstance(a, StatusError) for a in answers) and not waiting:
-            if not refusals:
+        if all(a is None or isinstance(a, StatusError) for a in answers):
+            # a cluster configured but not connected yet may serve it: the stream waits for it
+            if not refusals and not (names is None and gateway.absent()):
                 raise StatusError(404, f"no cluster serves the resource of {request.scope['path']}: "
                                        f"{'; '.join(warnings)}", "NotFound")
-            if all(r.code == 403 for r in refusals):
+            if refusals and all(r.code == 403 for r in refusals):
                 raise refusals[0]
         reached = [a for a in answers if a is not None and not isinstance(a, StatusError)]
         for found in reached:  # caught up as in reach_missing, with the start's waits

@@ -179,6 +179,16 @@ def test_each_clusters_own_rights_decide_what_a_merged_list_holds(tmp_path):
         # the token was reviewed once, by the identity cluster (the default: a)
         assert [t for t, _ in reviewers["a"].token_reviews] == ["t-alice", "nope"]
         assert not reviewers["b"].token_reviews and not reviewers["c"].token_reviews
+        # refused in every cluster it can ask, one configured cluster not connected: 403,
+        # not a 503 (with Retry-After) that would have clients retry a refusal
+        from tests.app.conftest import clusters_file
+        from tests.helpers import wait_until
+
+        clusters_file(tmp_path / "clusters.yaml", ["a", "b", "late"])
+        wait_until(lambda: "late" in gw.gateway.unavailable and "c" not in gw.gateway.clusters,
+                   10, message="c removed, late not connected")
+        secrets = http.get("/clusters/*/api/v1/namespaces/apps/secrets")
+        assert secrets.status_code == 403, secrets.text
 
 
 def test_a_cluster_whose_api_server_never_answered_is_left_out_at_once(tmp_path):
