@@ -26,7 +26,7 @@ from typing import Any
 
 from prometheus_client import generate_latest
 
-from app.auth.authentication import Authenticator, TokenReviewAuthenticator
+from app.auth.authentication import Authenticator, NoIdentityCluster, TokenReviewAuthenticator
 from app.auth.authorization import credentials_of
 from app.auth.policy import ResourcePolicy
 from app.bridge import run_blocking
@@ -81,6 +81,11 @@ class Gateway:
         self.several = bool(settings.clusters or settings.cluster_secrets)
         self.worker = worker  # app.process.supervisor.WorkerInfo when one of several processes
         self.policy = ResourcePolicy(settings.allow, settings.deny)
+        # The identity cluster, pinned: --authn-cluster, else the default cluster of the first
+        # configuration. It never moves to another cluster (a token minted in one cluster
+        # must not start to stand for a caller of another when the default changes); while
+        # it is not served, nobody is authenticated (``NoIdentityCluster``: 503).
+        self.identity_name = settings.authn_cluster or self.default_name
         self.authenticator = self._authenticator()
         self.peers: Peers | None = None
         if worker is not None:
@@ -91,7 +96,7 @@ class Gateway:
         self._applying = asyncio.Lock()
         self.limiter = StreamLimiter(settings.max_streams, settings.max_streams_per_client)
         self.metrics = Metrics(lambda: self.clusters,
-                               lambda: (self._identity_name(), self.authenticator))
+                               lambda: (self.identity_name, self.authenticator))
         self.closing = asyncio.Event()
         # merged streams follow the clusters as they come and go: each counts the changes
         # and is woken by one (``app.streams.merged``)
@@ -137,17 +142,31 @@ class Gateway:
         (``/clusters``, an unknown cluster): 401 first, as everywhere.
 
         Raises:
-            StatusError: 401; 503 while the identity cluster cannot be reached.
+            StatusError: 401; 503 while the identity cluster cannot review tokens.
         """
         if self.authenticator is None:
-            raise StatusError(503, f"callers cannot be authenticated: the identity cluster "
-                                   f"{self._identity_name()!r} is not connected",
-                              "ServiceUnavailable", headers={"Retry-After": "10"})
+            return  # callers are not authenticated (--authz none)
         context = context_of(scope)
         if context.identity is None:
             credentials = credentials_of(scope)
             context.identity = (self.authenticator.cached_identity(credentials)
                                 or await self.authenticator.authenticate(credentials))
+
+    async def authorize_own(self, scope: dict, path: str) -> None:
+        """Who asks, and for ``/metrics`` whether they may ``get`` it, decided in the identity
+        cluster (where callers are known: the gateway's own paths belong to no other).
+
+        Raises:
+            StatusError: 401, 403; 503 while the identity cluster cannot review.
+        """
+        await self.authenticate(scope)
+        if path != "/metrics" or self.authenticator is None:
+            return
+        identity = self.clusters.get(self.identity_name)
+        if identity is None:  # gone since the caller was known: nobody decides, nobody reads
+            raise StatusError(503, f"callers cannot be authorized: {self._identity_missing()}",
+                              "ServiceUnavailable", headers={"Retry-After": "10"})
+        await identity.authorization.authorize_path(scope, path)
 
     def _join(self, cluster: Cluster) -> None:
         """What every cluster gets from the gateway: the policy, identity, its siblings' word."""
@@ -155,16 +174,16 @@ class Gateway:
         if self.peers is not None:
             cluster.caches.announce = lambda gvr, name=cluster.name: self._announce_load(name, gvr)
 
-    def _identity_name(self) -> str:
-        return self.settings.authn_cluster or self.default_name
-
     def _authenticator(self) -> Authenticator | None:
-        """With ``--authz kubernetes``: tokens reviewed by the identity cluster
-        (``--authn-cluster``, default the default cluster)."""
-        identity = self.clusters.get(self._identity_name())
-        if identity is None or identity.reviewer is None or identity.access is None:
-            return None
+        """With ``--authz kubernetes``: tokens reviewed by the identity cluster, or, while it
+        is not served, ``NoIdentityCluster`` (nobody is authenticated: 503); ``None``
+        without authorization."""
         settings = self.settings
+        if settings.authz != "kubernetes":
+            return None
+        identity = self.clusters.get(self.identity_name)
+        if identity is None or identity.reviewer is None or identity.access is None:
+            return NoIdentityCluster(self._identity_missing)
         return TokenReviewAuthenticator(
             identity.reviewer, identity.access, settings.authn_audiences,
             token_ttl=settings.authn_cache_ttl, deny_ttl=settings.authz_deny_cache_ttl,
@@ -194,6 +213,8 @@ class Gateway:
             if self.closing.is_set():
                 return  # stopping: no cluster is added or changed any more
             self._connect = connect
+            if not self.identity_name and specs:
+                self.identity_name = default_of(specs).name  # pinned from now on
             wanted = {s.name: dataclasses.replace(s, default=False) for s in specs}
             changed = {n for n in self.clusters
                        if self.specs.get(n, wanted.get(n)) != wanted.get(n)}
@@ -239,16 +260,31 @@ class Gateway:
         await self.add(cluster)
         return True
 
+    def _identity_missing(self) -> str:
+        """Why no caller can be authenticated now: the identity cluster's state, by name only
+        (a cause could carry an address or a plugin's output: those go to the log)."""
+        name = self.identity_name
+        if not name:
+            return "no identity cluster is configured yet"
+        if name in self.connecting:
+            return f"the identity cluster {name!r} is being connected"
+        if name in self.unavailable:
+            return f"the identity cluster {name!r} cannot be connected"
+        return f"the identity cluster {name!r} is not served by this gateway"
+
     def _identity_changed(self) -> None:
-        """With ``--authz kubernetes``: the authenticator follows the identity cluster."""
+        """With ``--authz kubernetes``: the authenticator follows the identity cluster — a new
+        one when it is connected again, ``NoIdentityCluster`` the moment it is not served —
+        and every cluster authorizes with it from then on."""
         if self.settings.authz != "kubernetes":
             return
-        identity = self.clusters.get(self._identity_name())
-        if identity is not None and (self.authenticator is None or
-                                     self.authenticator.reviewer is not identity.reviewer):
-            self.authenticator = self._authenticator()
-            for cluster in self.clusters.values():
-                cluster.authorize_with(self.policy, self.authenticator)
+        identity = self.clusters.get(self.identity_name)
+        wanted = identity.reviewer if identity is not None else None
+        if self.authenticator is not None and self.authenticator.reviewer is wanted:
+            return
+        self.authenticator = self._authenticator()
+        for cluster in self.clusters.values():
+            cluster.authorize_with(self.policy, self.authenticator)
 
     async def _retry_unavailable(self) -> None:
         """Every ``retry_every`` seconds, connect again the clusters that could not be."""
@@ -269,8 +305,9 @@ class Gateway:
 
     async def add(self, cluster: Cluster) -> None:
         """Start serving ``cluster`` (under its name; at the plain paths if it is the default)."""
-        self._join(cluster)
         self.clusters[cluster.name] = cluster
+        self._identity_changed()
+        self._join(cluster)
         if self.loop is not None:
             await cluster.start()
         self._changed()
@@ -282,6 +319,7 @@ class Gateway:
         self.specs.pop(name, None)
         if cluster is None:
             return
+        self._identity_changed()  # a removed identity cluster reviews no token from now on
         log.info("no longer serving cluster %s", name)
         self._changed()
         await cluster.stop(not_found(f"cluster {name!r} is no longer served by this gateway",

@@ -119,15 +119,21 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
 
 def _connector(settings: Settings, memory: QueryMemory, connector: Connector | None,
                api_client: Any, reviewer: Reviewer | None) -> Connector:
-    """How the gateway connects a cluster of the file: ``connector``, else by its kubeconfig;
-    the default cluster's first connection reuses ``api_client`` (serve loaded it already, to
-    end at once, with exit code 2, when its credentials cannot be had)."""
+    """How the gateway connects a cluster: ``connector``, else by its kubeconfig or Secret.
+
+    The clusters file's default cluster, on its first connection, reuses ``api_client``
+    (serve loaded it already, to end at once, with exit code 2, when its credentials cannot
+    be had). Never a cluster of a Secret: that client is the gateway's own identity, and a
+    Secret's cluster is read with the Secret's credentials only — else whoever may write a
+    Secret would have the gateway's home cluster served under any name they chose.
+    """
     if connector is not None:
         return connector
-    given = [api_client]
+    given = [api_client] if settings.clusters else []
 
     def connect(spec: ClusterSpec, default: bool) -> Cluster:
-        client = given.pop() if default and given and given[0] is not None else None
+        reuse = default and not spec.server and given and given[0] is not None
+        client = given.pop() if reuse else None
         return connect_cluster(spec, settings, memory, default, client, reviewer)
 
     return connect

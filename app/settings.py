@@ -375,6 +375,16 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
                 f"served from there read everything this gateway's Kubernetes identity can, "
                 f"with its visitors' browsers: give --authz kubernetes (each caller authorized "
                 f"by the cluster's RBAC), or name only loopback origins (http://localhost:3000)")
+    if settings.authn_cluster and not (settings.clusters or settings.cluster_secrets):
+        raise ValueError(f"--authn-cluster {settings.authn_cluster} names one of several clusters "
+                         f"(--clusters, --cluster-secrets); with one cluster, that cluster "
+                         f"reviews callers' tokens")
+    if (settings.authz == "kubernetes" and settings.cluster_secrets and not settings.clusters
+            and not settings.authn_cluster):
+        raise ValueError("--cluster-secrets without --clusters needs --authn-cluster NAME with "
+                         "--authz kubernetes: the cluster whose API server reviews callers' "
+                         "tokens must be chosen by the operator, never by whichever Secret "
+                         "comes first")
     if settings.cluster_secrets and "secrets" not in settings.deny:
         raise ValueError("--cluster-secrets needs secrets denied (--deny secrets, the default): the "
                          "cluster Secrets hold the gateway's credentials to its clusters, and must "

@@ -84,8 +84,8 @@ def test_package_exports_exactly(package, names):
                               "load_default_client", "own_namespace"]),
     ("app.http.context", ["RequestContext", "context_of"]),
     # authentication apart from authorization
-    ("app.auth.authentication", ["Authenticator", "Identity", "TokenReviewAuthenticator",
-                                 "token_expiry", "unauthorized"]),
+    ("app.auth.authentication", ["Authenticator", "Identity", "NoIdentityCluster",
+                                 "TokenReviewAuthenticator", "token_expiry", "unauthorized"]),
     ("app.auth.access_review", ["AccessReviews", "Attributes", "forbidden_message"]),
     ("app.auth.authorization", ["Access", "Authorization", "Grant", "attributes", "credentials_of"]),
     ("app.auth.policy", ["ResourcePolicy"]),

@@ -41,8 +41,8 @@ from app.auth.reviews import ReviewError, Reviewer
 from app.bridge import run_blocking
 from app.kube.status import StatusError
 
-__all__ = ["Authenticator", "Identity", "TokenReviewAuthenticator", "token_expiry",
-           "unauthorized"]
+__all__ = ["Authenticator", "Identity", "NoIdentityCluster", "TokenReviewAuthenticator",
+           "token_expiry", "unauthorized"]
 
 _SA_PREFIX = "system:serviceaccount:"
 _AUTHN_GROUP = "authentication.k8s.io"
@@ -106,6 +106,38 @@ class Authenticator(Protocol):
         Raises:
             StatusError: 401, 403 for a refused impersonation, 503 when it cannot be asked.
         """
+
+
+class NoIdentityCluster:
+    """Authenticates nobody: the identity cluster cannot review tokens now (``--authz
+    kubernetes`` with it misnamed, not connected yet, being connected, removed).
+
+    What the gateway authorizes with in that state, so that it fails closed: every
+    caller, with a token or without, gets 503 with ``Retry-After`` — never the answer
+    a gateway without authorization would give, which the absence of an authenticator
+    used to mean. ``why()`` is said in the ``Status``, asked each time (the identity
+    cluster may be connected, then fail): a cluster's name and state, never a cause that
+    could carry an address or a plugin's output.
+    """
+
+    failures = 0
+    reviewer = None
+
+    def __init__(self, why: Callable[[], str]) -> None:
+        self.why = why
+
+    def _unavailable(self) -> StatusError:
+        return StatusError(503, f"callers cannot be authenticated: {self.why()}",
+                           "ServiceUnavailable", headers={"Retry-After": "10"})
+
+    def known(self, headers: list[tuple[bytes, bytes]]) -> Identity | None:
+        return None
+
+    def cached_identity(self, credentials: Credentials) -> Identity | None:
+        raise self._unavailable()
+
+    async def authenticate(self, credentials: Credentials) -> Identity:
+        raise self._unavailable()
 
 
 class TokenReviewAuthenticator:

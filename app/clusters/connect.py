@@ -116,10 +116,18 @@ def load_default_client(settings: Settings) -> Any | None:
     if not settings.clusters:
         return load_api_client(settings)
     try:
-        spec = default_of(read_clusters_file(settings.clusters))
+        specs = read_clusters_file(settings.clusters)
     except ClustersError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None
+    named = settings.authn_cluster
+    if (settings.authz == "kubernetes" and named and not settings.cluster_secrets
+            and named not in {s.name for s in specs}):
+        print(f"error: --authn-cluster {named}: no cluster of that name in {settings.clusters} "
+              f"({', '.join(s.name for s in specs)}); callers' tokens would be reviewed by "
+              f"no one", file=sys.stderr)
+        return None
+    spec = default_of(specs)
     try:
         return api_client_of(spec, settings)
     except Exception as exc:  # noqa: BLE001 - any configuration problem ends here, clearly

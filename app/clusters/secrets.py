@@ -34,7 +34,7 @@ from app.clusters.sources import Said
 from informer_core.informer import ResourceEventHandlerFuncs, SharedIndexInformer
 from informer_core.rest import ApiListerWatcher
 
-__all__ = ["LABEL", "ClusterSecrets", "spec_of_secret"]
+__all__ = ["LABEL", "ClusterSecrets", "spec_of_secret", "specs_of_secrets"]
 
 log = logging.getLogger("kube-cache-gateway")
 
@@ -70,6 +70,33 @@ def spec_of_secret(secret: dict) -> ClusterSpec:
         raise ClustersError(f"{where}: data.config must be a JSON object")
     return ClusterSpec(name, server=server, config=json.dumps(config, sort_keys=True),
                        source=where)
+
+
+def specs_of_secrets(secrets: list[dict]) -> list[ClusterSpec]:
+    """The clusters the Secrets name, by name; a malformed Secret is logged and left out.
+
+    Two Secrets naming one cluster: the one created first is served, the later one is not
+    (logged, naming both), so a Secret written later cannot take over a cluster already
+    served — its name, its paths, its callers — by naming it too.
+    """
+    def created(secret: dict) -> tuple[str, str]:
+        meta = secret.get("metadata") or {}
+        return str(meta.get("creationTimestamp") or ""), str(meta.get("name") or "")
+
+    chosen: dict[str, ClusterSpec] = {}
+    for secret in sorted(secrets, key=created):
+        try:
+            spec = spec_of_secret(secret)
+        except ClustersError as exc:
+            log.error("a cluster Secret is not served: %s", exc)
+            continue
+        first = chosen.get(spec.name)
+        if first is not None:
+            log.error("%s is not served: it names cluster %s, which %s, created before it, "
+                      "names already", spec.source, spec.name, first.source)
+            continue
+        chosen[spec.name] = spec
+    return sorted(chosen.values(), key=lambda s: s.name)
 
 
 class ClusterSecrets:
@@ -108,13 +135,7 @@ class ClusterSecrets:
     async def _tell(self) -> None:
         while True:
             self._again = False
-            specs = []
-            for secret in self.informer.get_indexer().list():
-                try:
-                    specs.append(spec_of_secret(secret))
-                except ClustersError as exc:
-                    log.error("a cluster Secret is not served: %s", exc)
-            await self.said(sorted(specs, key=lambda s: s.name))
+            await self.said(specs_of_secrets(self.informer.get_indexer().list()))
             if not self._again:
                 return
 

@@ -19,8 +19,12 @@ a developer's gateway, as it could through ``kubectl proxy`` without its
 A gateway that authorizes its callers (``--authz kubernetes``) authenticates
 every request here but the open probes (``/healthz``, ``/livez``,
 ``/readyz``), before anything else — 401 comes first, as from the API server
-— and authorizes ``get`` on any path that is not a resource path (discovery,
-``/version``, ``/metrics``): ``app.auth.authorization`` decides, this only asks.
+— and authorizes ``get`` on any path that is not a resource path: discovery and
+``/version`` in the cluster the path names, ``/metrics`` in the identity cluster
+(``Gateway.authorize_own``): ``app.auth.authorization`` decides, this only asks.
+The gateway's own paths (the probes, ``/metrics``, ``/clusters``) exist at the top
+only: under ``/clusters/NAME/`` they are 404, after authentication, so that no
+cluster prefix — an unknown one, ``*`` — can stand in for the review they need.
 
 Here too each request gets its ``RequestContext`` (``app.http.context``), with the
 cluster it reads resolved once: every part of the answer after this reaches the
@@ -62,7 +66,7 @@ _NOT_READY = status_bytes(503, "the gateway is starting", "ServiceUnavailable")
 
 _PROBES_AND_METRICS = frozenset({"/healthz", "/livez", "/readyz", "/metrics"})
 _MERGED = "/clusters/*"  # the prefix of merged reads (app.http.merged)
-# the gateway's own paths: answered whichever cluster the request named, or none
+# the gateway's own paths: at the top only (404 under /clusters/...), whatever clusters it serves
 _GATEWAY_WIDE = _PROBES_AND_METRICS | {"/clusters"}
 _KEEP_SLASH = frozenset({"/ui"})  # the page at /ui/: its relative links need the slash
 
@@ -181,21 +185,29 @@ class GatewayApp:
         cluster = context.cluster
         started = getattr(self.state, "gateway", None) is not None  # else 503, below
         try:
+            own = route in _GATEWAY_WIDE
             if self._authenticates and route not in _OPEN and started:
-                if cluster is None or route == "/clusters":  # who asks, and no more
-                    await self.state.gateway.authenticate(scope)
+                gateway = self.state.gateway
+                if own and not context.prefix:
+                    await gateway.authorize_own(scope, route)
+                elif cluster is None or own:  # who asks, and no more: a 404 or 503 follows
+                    await gateway.authenticate(scope)
                 elif route == "resource":
                     authorization = cluster.authorization
                     if authorization.identify(scope) is None:  # no kept review
                         await authorization.authenticate(scope)
                 else:
                     await cluster.authorization.authorize_path(scope, scope["path"])
+            if own and context.prefix:
+                raise not_found(f"{route} is the gateway's own and exists only at the top, not "
+                                f"under {context.prefix}/", resource="clusters",
+                                name=context.prefix[10:])
             merged = context.prefix == _MERGED
-            if merged and route != "resource" and route not in _GATEWAY_WIDE:
+            if merged and route != "resource":
                 raise not_found("only collection paths are merged under /clusters/*/ (discovery "
                                 "and /version are each cluster's: /clusters/NAME/...)",
                                 resource="clusters", name="*")
-            if cluster is None and started and not merged and route not in _GATEWAY_WIDE:
+            if cluster is None and started and not merged and not own:
                 # an unknown cluster (404), one that cannot be connected or a default
                 # cluster not connected yet (503)
                 named = context.prefix[10:]

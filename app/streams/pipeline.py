@@ -134,7 +134,6 @@ async def open_stream(gateway: Any, cluster: Any, request: Request, grant: Grant
         hub.subscribe(subscriber)  # no await since the first state: nothing missed
     deadline = time.monotonic() + query.timeout_seconds if query.timeout_seconds else None
     closing = gateway.closing
-    authorization = cluster.authorization
     scope = request.scope
 
     async def stream() -> AsyncIterator[bytes]:
@@ -163,7 +162,9 @@ async def open_stream(gateway: Any, cluster: Any, request: Request, grant: Grant
                 if now >= recheck:
                     subscriber.sink = None  # nothing more goes out until access is confirmed
                     try:
-                        granted = await authorization.reauthorize(granted)
+                        # the cluster's authorization now, not the stream's first: it
+                        # follows the identity cluster (a removed one reviews nothing)
+                        granted = await cluster.authorization.reauthorize(granted)
                     except StatusError as error:
                         yield encoder.refused(error)
                         return

@@ -194,3 +194,35 @@ def _ok(url: str, verify: bool | ssl.SSLContext = True) -> bool:
         return httpx.get(url, timeout=2, verify=verify).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_a_secrets_cluster_is_never_connected_with_the_gateways_own_client():
+    """With --cluster-secrets and no clusters file, the first Secret's cluster (the default)
+    was connected with the client serve had loaded — the gateway's own identity — so whoever
+    could write a Secret had the home cluster served under a name of their choosing. A
+    Secret's cluster has the Secret's credentials only; the file's default still reuses it."""
+    import json
+
+    from app.clusters.config import ClusterSpec
+    from app.main import _connector
+    from app.query.budget import QueryMemory
+    from app.settings import Settings
+    from informer_core.rest import RawClient
+
+    from kubernetes.client import ApiClient, Configuration
+
+    home = Configuration()
+    home.host = "https://home.invalid:6443"
+    own = ApiClient(home)  # the gateway's own client: never used for a Secret's cluster
+    spec = ClusterSpec("prod", server="https://127.0.0.1:6443",
+                       config=json.dumps({"bearerToken": "from-the-secret"}))
+    connect = _connector(Settings(cluster_secrets=True), QueryMemory(), None, own, None)
+    cluster = connect(spec, True)
+    try:
+        assert cluster.api_client is not own
+        assert RawClient(cluster.api_client).headers()["authorization"] == "Bearer from-the-secret"
+    finally:
+        cluster.api_client.close()
+    file_default = _connector(Settings(clusters="clusters.yaml"), QueryMemory(), None, own, None)
+    assert file_default(ClusterSpec("home"), True).api_client is own
+    own.close()

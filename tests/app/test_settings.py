@@ -94,6 +94,9 @@ def test_a_gateway_that_authorizes_its_callers_may_listen_anywhere(monkeypatch):
     (["--authz-cache-ttl", "-1"], "--authz-cache-ttl must not be negative"),
     (["--authz-cache-size", "0"], "--authz-cache-size must be positive"),
     (["--namespace-partitioned-lists"], "needs --authz kubernetes"),
+    # the identity cluster is the operator's choice, and names one of several clusters
+    (["--authn-cluster", "home"], "names one of several clusters"),
+    (["--authz", "kubernetes", "--cluster-secrets"], "needs --authn-cluster NAME"),
 ])
 def test_authorization_settings_are_checked(argv, message):
     with pytest.raises(ValueError, match=message):

@@ -102,3 +102,18 @@ def test_the_gateways_own_namespace_is_its_pods_else_its_contexts_else_default(t
                                   context="two")) == "default"
     assert own_namespace(Settings(serviceaccount_dir=nowhere,
                                   kubeconfig=str(tmp_path / "missing"))) == "default"
+
+
+def test_serve_refuses_an_identity_cluster_the_clusters_file_does_not_name(tmp_path, capsys):
+    """A misspelt --authn-cluster once authorized with no authenticator at all, serving callers
+    with no token: now serve does not start (exit 2), naming it and the clusters there are."""
+    from app.clusters.connect import load_default_client
+    from app.process.launch import serve
+
+    path = tmp_path / "clusters.yaml"
+    path.write_text("clusters:\n  - name: home\n  - name: prod\n")
+    settings = Settings(clusters=str(path), authz="kubernetes", authn_cluster="hmoe")
+    assert load_default_client(settings) is None
+    assert serve(settings) == 2
+    said = capsys.readouterr().err
+    assert "--authn-cluster hmoe: no cluster of that name" in said and "home, prod" in said

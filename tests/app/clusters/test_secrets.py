@@ -8,7 +8,7 @@ import json
 import pytest
 
 from app.clusters.config import ClustersError
-from app.clusters.secrets import spec_of_secret
+from app.clusters.secrets import spec_of_secret, specs_of_secrets
 
 
 def _secret(**data: str) -> dict:
@@ -48,3 +48,20 @@ def test_data_that_is_not_base64_is_refused():
     secret["data"]["name"] = "%%%"
     with pytest.raises(ClustersError, match="not base64"):
         spec_of_secret(secret)
+
+
+def test_two_secrets_naming_one_cluster_serve_the_one_created_first(caplog):
+    """A Secret written later cannot take over a cluster already served by naming it too;
+    the log says which Secret is left out, and which one it yields to (not 'the file's')."""
+    first = _secret(name="prod", server="https://first.example:6443")
+    first["metadata"].update(name="a-prod", creationTimestamp="2026-01-01T00:00:00Z")
+    later = _secret(name="prod", server="https://later.example:6443")
+    later["metadata"].update(name="0-takeover", creationTimestamp="2026-06-01T00:00:00Z")
+    other = _secret(name="dev", server="https://dev.example:6443")
+    for order in ([first, later, other], [later, other, first]):
+        specs = specs_of_secrets(order)
+        assert [(s.name, s.server) for s in specs] == [("dev", "https://dev.example:6443"),
+                                                       ("prod", "https://first.example:6443")]
+    said = [r.getMessage() for r in caplog.records]
+    assert ("Secret kcg/0-takeover is not served: it names cluster prod, which Secret "
+            "kcg/a-prod, created before it, names already") in said

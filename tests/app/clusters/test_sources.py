@@ -61,8 +61,13 @@ def test_an_unknown_cluster_is_a_404_status_naming_it(tmp_path):
             assert "'zz'" in body["message"] and body["details"]["kind"] == "clusters"
         assert httpx.get(gw.url + "/clusters//api/v1/pods").status_code == 404
         assert httpx.get(gw.url + "/clusters/").json()["kind"] == "ClusterList"
-        # the gateway's own paths are answered whatever the prefix
-        assert httpx.get(gw.url + "/clusters/a/healthz").status_code == 200
+        # the gateway's own paths exist at the top only: no cluster prefix stands for them
+        for path in ("/healthz", "/livez", "/readyz", "/metrics", "/clusters"):
+            assert httpx.get(gw.url + path).status_code == 200, path
+            for prefix in ("/clusters/a", "/clusters/zz", "/clusters/*"):
+                answer = httpx.get(gw.url + prefix + path)
+                assert answer.status_code == 404, prefix + path
+                assert "exists only at the top" in answer.json()["message"]
 
 
 def test_get_clusters_lists_every_cluster_in_name_order_without_addresses(tmp_path):

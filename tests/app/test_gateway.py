@@ -1,0 +1,148 @@
+"""The gateway fails closed: with ``--authz kubernetes`` nobody is answered while callers
+cannot be authenticated, whatever the identity cluster's state, and it never moves.
+
+Each state is one in which an earlier gateway answered callers with no token at all
+(its clusters were authorized with no authenticator, which meant "no authorization"):
+the identity cluster misnamed, not connected, being connected, removed, or its reviews
+failing. Over in-memory clusters with table reviewers; the same against three real API
+servers is ``tests/app/clusters/test_cluster_several_live.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+
+from control_plane.fake import FakeCluster
+from tests.app.conftest import clusters_file, run_fake_clusters
+from tests.app.fake_reviewer import TableReviewer
+from tests.helpers import wait_until
+
+CM = "/api/v1/namespaces/apps/configmaps"
+ALICE = {"username": "alice", "groups": ["system:authenticated"]}
+# the paths a caller could read something through: every one is refused in these states
+PATHS = ("/clusters/b" + CM, CM, "/clusters/*" + CM, "/clusters/b" + CM + "?watch=1",
+         "/clusters/b/core/v1/configmaps", "/clusters/b/api", "/clusters/b/version", "/api",
+         "/version", "/clusters", "/metrics", "/clusters/zz" + CM, "/clusters/b/ui/")
+
+
+def _fake(*names: str) -> FakeCluster:
+    fake = FakeCluster()
+    fake.ensure_namespace("apps")
+    for name in names:
+        fake.create(CM, {"metadata": {"name": name}})
+    return fake
+
+
+def _reviewers(*names: str) -> dict[str, TableReviewer]:
+    """Each cluster's reviewer knows alice's token and lets her read everything."""
+    return {n: TableReviewer({"t-alice": ALICE}, {("alice", "*", "*", "*")}) for n in names}
+
+
+def _refused_everywhere(url: str, why: str) -> None:
+    for token in (None, "t-alice"):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        for path in PATHS:
+            answer = httpx.get(url + path, headers=headers, timeout=10)
+            assert answer.status_code == 503, (token, path, answer.status_code, answer.text[:200])
+            assert answer.headers["retry-after"], path
+            status = answer.json()
+            assert status["kind"] == "Status" and status["reason"] == "ServiceUnavailable"
+            assert why in status["message"], status["message"]
+    for probe in ("/healthz", "/livez"):
+        assert httpx.get(url + probe).status_code == 200, probe
+
+
+def test_a_misnamed_identity_cluster_answers_nobody(tmp_path):
+    """--authn-cluster naming no cluster of the file (serve refuses that at start; a file
+    changed later can do it): 503 for every caller, never the data."""
+    fakes = {"a": _fake("in-a"), "b": _fake("in-b")}
+    with run_fake_clusters(fakes, tmp_path / "clusters.yaml", reviewers=_reviewers("a", "b"),
+                           authz="kubernetes", authn_cluster="typo") as gw:
+        wait_until(lambda: set(gw.gateway.clusters) == {"a", "b"}, 10, message="both served")
+        _refused_everywhere(gw.url, "the identity cluster 'typo' is not served")
+
+
+def test_an_identity_cluster_that_cannot_be_connected_answers_nobody(tmp_path):
+    fakes = {"a": _fake("in-a"), "b": _fake("in-b")}
+
+    class Unreachable(dict):
+        def __getitem__(self, name):
+            if name == "a":
+                raise ConnectionError("the kubeconfig of a cannot be read")
+            return super().__getitem__(name)
+
+    with run_fake_clusters(Unreachable(fakes), tmp_path / "clusters.yaml",
+                           reviewers=_reviewers("a", "b"), authz="kubernetes",
+                           default="b", authn_cluster="a") as gw:
+        wait_until(lambda: "b" in gw.gateway.clusters and "a" in gw.gateway.unavailable, 10,
+                   message="b served, a not")
+        _refused_everywhere(gw.url, "the identity cluster 'a' cannot be connected")
+
+
+def test_while_the_identity_cluster_is_being_connected_nobody_is_answered(tmp_path):
+    fakes = {"a": _fake("in-a"), "b": _fake("in-b")}
+    held, asked = threading.Event(), threading.Event()
+
+    class Slow(dict):
+        def __getitem__(self, name):
+            if name == "a" and not held.is_set():
+                asked.set()
+                held.wait(20)
+            return super().__getitem__(name)
+
+    path = tmp_path / "clusters.yaml"
+    slow = Slow({"b": fakes["b"]})
+    with run_fake_clusters(slow, path, reviewers=_reviewers("a", "b"), authz="kubernetes",
+                           authn_cluster="a") as gw:
+        gw.gateway  # started, with b alone: a is not configured yet
+        _refused_everywhere(gw.url, "the identity cluster 'a' is not served")
+        slow["a"] = fakes["a"]
+        clusters_file(path, ["b", "a"])
+        assert asked.wait(10), "a is being connected"
+        _refused_everywhere(gw.url, "the identity cluster 'a' is being connected")
+        held.set()
+        wait_until(lambda: httpx.get(gw.url + CM, headers={"Authorization": "Bearer t-alice"})
+                   .status_code == 200, 10, message="a connected: alice is known")
+        assert httpx.get(gw.url + CM).status_code == 401
+
+
+def test_a_removed_identity_cluster_reviews_nothing_and_the_default_never_takes_its_place(
+        tmp_path):
+    """Identity a (the first default); a removed from the file, b the new default: a token
+    known to b — minted there — is not reviewed by b, and a's reviewer is asked nothing more;
+    a back: callers are known again."""
+    fakes = {"a": _fake("in-a"), "b": _fake("in-b")}
+    reviewers = _reviewers("a", "b")
+    reviewers["b"].tokens["t-bob"] = {"username": "bob", "groups": []}
+    path = tmp_path / "clusters.yaml"
+    with run_fake_clusters(fakes, path, reviewers=reviewers, authz="kubernetes") as gw, \
+            httpx.Client(base_url=gw.url, headers={"Authorization": "Bearer t-alice"}) as http:
+        assert http.get("/clusters/b" + CM).status_code == 200
+        assert httpx.get(gw.url + "/clusters/b" + CM,
+                         headers={"Authorization": "Bearer t-bob"}).status_code == 401
+        clusters_file(path, ["b"], default="b")
+        wait_until(lambda: set(gw.gateway.clusters) == {"b"}, 10, message="a removed")
+        asked = len(reviewers["a"].token_reviews)
+        _refused_everywhere(gw.url, "the identity cluster 'a' is not served")
+        for token in ("t-bob", "t-new"):
+            answer = httpx.get(gw.url + CM, headers={"Authorization": f"Bearer {token}"})
+            assert answer.status_code == 503, answer.text
+        assert len(reviewers["a"].token_reviews) == asked, "a removed reviews nothing"
+        assert [t for t, _ in reviewers["b"].token_reviews] == [], "b never became the identity"
+        clusters_file(path, ["a", "b"], default="b")
+        wait_until(lambda: http.get("/clusters/b" + CM).status_code == 200, 10,
+                   message="a back: alice known again")
+
+
+def test_failing_token_reviews_are_503_never_an_allow(tmp_path):
+    fakes = {"a": _fake("in-a"), "b": _fake("in-b")}
+    reviewers = _reviewers("a", "b")
+    reviewers["a"].failing = True
+    with run_fake_clusters(fakes, tmp_path / "clusters.yaml", reviewers=reviewers,
+                           authz="kubernetes") as gw:
+        for path in PATHS:
+            answer = httpx.get(gw.url + path, headers={"Authorization": "Bearer t-alice"})
+            assert answer.status_code == 503, (path, answer.text[:200])
+        assert httpx.get(gw.url + CM).status_code == 401, "no token: 401 before anything"
