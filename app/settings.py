@@ -48,6 +48,10 @@ def _split(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
+# what a cluster Secret may ask for only when the operator allows it (--cluster-secret-allow)
+SECRET_ALLOWANCES = ("proxy-url", "http", "insecure")
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything that shapes one gateway process."""
@@ -58,6 +62,8 @@ class Settings:
     serviceaccount_dir: str = "/var/run/secrets/kubernetes.io/serviceaccount"
     clusters: str = ""
     cluster_secrets: bool = False
+    cluster_secret_commands: tuple[str, ...] = ()
+    cluster_secret_allow: tuple[str, ...] = ()
     # Where we listen.
     host: str = "127.0.0.1"
     port: int = 8080
@@ -119,6 +125,14 @@ _HELP = {
     "cluster_secrets": "in a pod, serve also the clusters of the Secrets in the gateway's "
                        "namespace labelled kube-cache-gateway.io/cluster=true (Argo CD's "
                        "cluster-secret shape), watched",
+    "cluster_secret_commands": "exec plugin commands a cluster Secret's execProviderConfig may "
+                               "run, each exactly as the Secret writes it (aws, "
+                               "gke-gcloud-auth-plugin): whoever may write Secrets there makes "
+                               "the gateway run it, with its credentials in reach (default: none: "
+                               "a Secret with execProviderConfig is not served)",
+    "cluster_secret_allow": "what else a cluster Secret may ask for: proxy-url (its proxyUrl), "
+                            "http (a server without TLS), insecure (tlsClientConfig.insecure) "
+                            "(default: none: such a Secret is not served)",
     "host": "address to listen on",
     "port": "port to listen on",
     "workers": "serving processes on the one address: a number, or auto (the CPUs the "
@@ -253,7 +267,8 @@ def _reason(exc: Exception) -> str:
 # The flags in --help, grouped as an operator looks for them.
 _GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("where the clusters are", ("kubeconfig", "context", "serviceaccount_dir", "clusters",
-                                "cluster_secrets")),
+                                "cluster_secrets", "cluster_secret_commands",
+                                "cluster_secret_allow")),
     ("where and how it listens", ("host", "port", "workers", "tls_cert_file",
                                   "tls_private_key_file", "forwarded_allow_ips")),
     ("what is cached", ("namespace", "prewarm", "sync_timeout", "resync_period", "page_size",
@@ -375,6 +390,14 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
                 f"served from there read everything this gateway's Kubernetes identity can, "
                 f"with its visitors' browsers: give --authz kubernetes (each caller authorized "
                 f"by the cluster's RBAC), or name only loopback origins (http://localhost:3000)")
+    unknown = set(settings.cluster_secret_allow) - set(SECRET_ALLOWANCES)
+    if unknown:
+        raise ValueError(f"--cluster-secret-allow takes {', '.join(SECRET_ALLOWANCES)}, not "
+                         f"{', '.join(sorted(unknown))}")
+    if (settings.cluster_secret_commands or settings.cluster_secret_allow) and \
+            not settings.cluster_secrets:
+        raise ValueError("--cluster-secret-commands and --cluster-secret-allow say what cluster "
+                         "Secrets may ask for: they need --cluster-secrets")
     if settings.authn_cluster and not (settings.clusters or settings.cluster_secrets):
         raise ValueError(f"--authn-cluster {settings.authn_cluster} names one of several clusters "
                          f"(--clusters, --cluster-secrets); with one cluster, that cluster "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from typing import Any
 
@@ -25,7 +26,7 @@ from app.query.budget import QueryMemory
 from app.settings import Settings
 
 __all__ = ["api_client_of", "connect", "kubeconfig_of_secret", "load_default_client",
-           "own_namespace"]
+           "own_namespace", "refuse_untrusted"]
 
 
 def kubeconfig_of_secret(name: str, server: str, config: dict) -> dict:
@@ -79,15 +80,63 @@ def kubeconfig_of_secret(name: str, server: str, config: dict) -> dict:
             "current-context": name}
 
 
+# variables a Secret's exec plugin may not set: they choose what runs (PATH, a preloaded
+# library, a shell's start-up file), which would make any allowed command any command
+_RUNS_CODE = re.compile(r"^(PATH|LD_.*|DYLD_.*|BASH_ENV|ENV|PYTHON.*|PERL5?LIB|PERL5OPT|"
+                        r"RUBYOPT|RUBYLIB|NODE_OPTIONS|NODE_PATH|GCONV_PATH|HOSTALIASES)$")
+
+
+def refuse_untrusted(spec: ClusterSpec, config: dict, settings: Settings) -> None:
+    """Refuse what a cluster Secret asks for beyond a server and credentials, unless allowed.
+
+    A cluster Secret is input from whoever may write Secrets where the gateway reads them:
+    an exec plugin runs a command in the gateway, with its ServiceAccount token, every
+    cluster Secret and every caller's token in reach; a proxy, a server without TLS or
+    ``insecure`` sends the Secret's credentials where its writer can read them. So each is
+    refused unless the operator allowed it: exec plugin commands by exact name
+    (``--cluster-secret-commands``), the rest by ``--cluster-secret-allow``.
+
+    Raises:
+        ValueError: what is refused, and the flag that would allow it.
+    """
+    where = spec.source or f"the Secret of cluster {spec.name}"
+    allowed = set(settings.cluster_secret_allow)
+    plugin = config.get("execProviderConfig")
+    if plugin:
+        command = plugin.get("command") if isinstance(plugin, dict) else None
+        if command not in settings.cluster_secret_commands:
+            raise ValueError(f"{where}: execProviderConfig runs {str(command)[:100]!r}, which "
+                             f"is not among --cluster-secret-commands "
+                             f"({', '.join(settings.cluster_secret_commands) or 'none'})")
+        env = plugin.get("env") or {}
+        names = env.keys() if isinstance(env, dict) else ()
+        bad = sorted(n for n in map(str, names) if _RUNS_CODE.match(n))
+        if bad:
+            raise ValueError(f"{where}: execProviderConfig sets {', '.join(bad)}, which "
+                             f"choose what runs: never taken from a Secret")
+    if config.get("proxyUrl") and "proxy-url" not in allowed:
+        raise ValueError(f"{where}: proxyUrl is refused unless --cluster-secret-allow names "
+                         f"proxy-url")
+    if not spec.server.startswith("https://") and "http" not in allowed:
+        raise ValueError(f"{where}: a server without TLS is refused unless "
+                         f"--cluster-secret-allow names http")
+    tls = config.get("tlsClientConfig")
+    if isinstance(tls, dict) and tls.get("insecure") and "insecure" not in allowed:
+        raise ValueError(f"{where}: tlsClientConfig.insecure is refused unless "
+                         f"--cluster-secret-allow names insecure")
+
+
 def api_client_of(spec: ClusterSpec, settings: Settings) -> Any:
     """The API client of ``spec`` (blocking).
 
     Raises:
         app.process.kubeconfig.CredentialsError: its credentials cannot be had.
+        ValueError: a Secret's cluster asks for what is not allowed (``refuse_untrusted``).
         Exception: the kubeconfig cannot be read or names no such context.
     """
     if spec.server:
         config = json.loads(spec.config or "{}")
+        refuse_untrusted(spec, config, settings)
         return api_client_for("", "", config_dict=kubeconfig_of_secret(spec.name, spec.server,
                                                                        config))
     return api_client_for(spec.kubeconfig or settings.kubeconfig, spec.context,

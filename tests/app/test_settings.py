@@ -97,6 +97,8 @@ def test_a_gateway_that_authorizes_its_callers_may_listen_anywhere(monkeypatch):
     # the identity cluster is the operator's choice, and names one of several clusters
     (["--authn-cluster", "home"], "names one of several clusters"),
     (["--authz", "kubernetes", "--cluster-secrets"], "needs --authn-cluster NAME"),
+    (["--cluster-secret-commands", "aws"], "need --cluster-secrets"),
+    (["--cluster-secrets", "--cluster-secret-allow", "exec"], "takes proxy-url, http, insecure"),
 ])
 def test_authorization_settings_are_checked(argv, message):
     with pytest.raises(ValueError, match=message):

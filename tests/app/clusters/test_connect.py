@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 
 import pytest
 
@@ -53,7 +54,7 @@ def test_the_client_of_a_secret_spec_carries_its_token():
     spec = ClusterSpec("prod", server="https://127.0.0.1:6443",
                        config=json.dumps({"bearerToken": "s3cret",
                                           "tlsClientConfig": {"insecure": True}}))
-    client = api_client_of(spec, Settings())
+    client = api_client_of(spec, Settings(cluster_secrets=True, cluster_secret_allow=("insecure",)))
     try:
         assert client.configuration.host == "https://127.0.0.1:6443"
         assert RawClient(client).headers()["authorization"] == "Bearer s3cret"
@@ -117,3 +118,52 @@ def test_serve_refuses_an_identity_cluster_the_clusters_file_does_not_name(tmp_p
     assert serve(settings) == 2
     said = capsys.readouterr().err
     assert "--authn-cluster hmoe: no cluster of that name" in said and "home, prod" in said
+
+
+def _secret_spec(server: str = "https://prod.example:6443", **config) -> ClusterSpec:
+    return ClusterSpec("prod", server=server, config=json.dumps(config), source="Secret kcg/prod")
+
+
+@pytest.mark.parametrize("spec, says", [
+    (_secret_spec(execProviderConfig={"command": "sh", "args": ["-c", "id"]}),
+     "execProviderConfig runs 'sh', which is not among --cluster-secret-commands (none)"),
+    (_secret_spec(proxyUrl="http://collector.example:3128"), "proxyUrl is refused unless"),
+    (_secret_spec("http://prod.example:8080"), "a server without TLS is refused unless"),
+    (_secret_spec(tlsClientConfig={"insecure": True}), "tlsClientConfig.insecure is refused"),
+])
+def test_what_a_cluster_secret_may_ask_for_is_refused_unless_allowed(tmp_path, spec, says):
+    """Whoever may write a Secret there made the gateway run any command (execProviderConfig
+    was executed) and could send its credentials through a proxy of theirs: each is refused
+    by default, before anything runs, and allowed by the operator by name."""
+    with pytest.raises(ValueError, match="^Secret kcg/prod: " + re.escape(says)):
+        api_client_of(spec, Settings(cluster_secrets=True))
+    allowed = Settings(cluster_secrets=True, cluster_secret_commands=("aws",),
+                       cluster_secret_allow=("proxy-url", "http", "insecure"))
+    if "execProviderConfig" not in spec.config:
+        api_client_of(spec, allowed).close()
+
+
+def test_an_allowed_command_is_run_and_no_other_and_never_with_a_secrets_path(tmp_path):
+    """The exec plugin a Secret names runs only when its command is one the operator named,
+    exactly as written; a Secret's env may not choose what runs (PATH, LD_PRELOAD)."""
+    marker = tmp_path / "ran"
+    plugin = tmp_path / "plugin"
+    plugin.write_text(f"#!/bin/sh\ntouch {marker}\necho '{{\"apiVersion\": "
+                      f"\"client.authentication.k8s.io/v1beta1\", \"kind\": \"ExecCredential\", "
+                      f"\"status\": {{\"token\": \"t\"}}}}'\n")
+    plugin.chmod(0o755)
+    exec_config = {"command": str(plugin), "apiVersion": "client.authentication.k8s.io/v1beta1"}
+    spec = _secret_spec(execProviderConfig=exec_config)
+    with pytest.raises(ValueError, match="not among --cluster-secret-commands"):
+        api_client_of(spec, Settings(cluster_secrets=True, cluster_secret_commands=("aws",)))
+    assert not marker.exists(), "a command not allowed never runs"
+    for name in ("PATH", "LD_PRELOAD"):
+        sneaky = _secret_spec(execProviderConfig={**exec_config, "env": {name: str(tmp_path)}})
+        with pytest.raises(ValueError, match=f"sets {name}, which choose what runs"):
+            api_client_of(sneaky, Settings(cluster_secrets=True,
+                                           cluster_secret_commands=(str(plugin),)))
+    assert not marker.exists()
+    client = api_client_of(spec, Settings(cluster_secrets=True,
+                                          cluster_secret_commands=(str(plugin),)))
+    client.close()
+    assert marker.exists(), "the allowed command ran"
