@@ -39,6 +39,9 @@ __all__ = ["ClusterCache", "ResourceCache"]
 
 log = logging.getLogger(__name__)
 
+# seconds start-up waits for the pre-warm names to be resolved before leaving it to the background
+PREWARM_RESOLVE_WAIT = 5.0
+
 _REFUSED_FOR = 5.0  # seconds a resource the gateway may not list is answered 403 without asking
 # seconds over which the informers try again when the heartbeat finds the API server back:
 # at once, not up to a minute later (their backoff), yet not all in the same instant
@@ -117,6 +120,7 @@ class ClusterCache:
         self._discovery_turns = asyncio.Lock()  # misses' refreshes, one after another
         self._refreshing: asyncio.Future | None = None  # the refresh stale discovery waits for
         self._prewarm_gvrs: set[GroupVersionResource] = set()
+        self._prewarm_resolved = not settings.prewarm  # the names' resources are known
         self._prewarmed_once = False
         self._prewarm_task: asyncio.Task | None = None
         # told of each resource this process begins to load on a request (its siblings
@@ -130,7 +134,11 @@ class ClusterCache:
 
         Pre-warm names are resolved now, so a typo or a denied resource stops
         start-up with a clear error; the loads themselves go on in the background
-        (``/readyz`` reports when they are done).
+        (``/readyz`` reports when they are done). An API server that cannot be asked —
+        unreachable, refusing the credentials, an exec plugin failing, or slower than
+        ``PREWARM_RESOLVE_WAIT`` — stops nothing: the names are resolved in the
+        background, tried again with a backoff, and the pre-warm is not ready until
+        then (one cluster away must not keep a gateway of several from starting).
 
         Raises:
             ValueError: a pre-warm resource is unknown, unwatchable or denied.
@@ -141,6 +149,15 @@ class ClusterCache:
         if self.settings.idle_unload > 0:
             self._reaper = asyncio.create_task(self._reap_idle())
         self._heartbeat = asyncio.create_task(self._beat())
+        if not self.settings.prewarm:
+            return
+        resolving = asyncio.create_task(self._resolve_prewarm(permits))
+        await asyncio.wait({resolving}, timeout=PREWARM_RESOLVE_WAIT)
+        if resolving.done() and isinstance(resolving.exception(), ValueError):
+            raise resolving.exception()  # a typo, or denied: said at start
+        self._prewarm_task = asyncio.create_task(self._prewarm(permits, resolving))
+
+    async def _resolve_prewarm(self, permits: Callable[[APIResource], bool]) -> list[APIResource]:
         resources = []
         for text in self.settings.prewarm:
             try:
@@ -150,10 +167,27 @@ class ClusterCache:
             if not permits(resource):
                 raise ValueError(f"--prewarm {text}: denied by the resource policy")
             resources.append(resource)
-        self._prewarm_gvrs = {r.gvr for r in resources}
-        self._prewarm_task = asyncio.create_task(self._prewarm(resources))
+        return resources
 
-    async def _prewarm(self, resources: list[APIResource]) -> None:
+    async def _prewarm(self, permits: Callable[[APIResource], bool],
+                       resolving: asyncio.Task) -> None:
+        """Resolve the pre-warm names (tried again while discovery cannot be asked), then load."""
+        delay = 1.0
+        while True:
+            try:
+                resources = await resolving
+                break
+            except ValueError as exc:  # found only once the API server answered
+                log.error("the pre-warmed resources will not be loaded: %s", exc)
+                return
+            except Exception as exc:  # noqa: BLE001 - discovery cannot be asked: try again
+                log.warning("the pre-warmed resources cannot be resolved yet (%s: %s); "
+                            "trying again in %.0f s", type(exc).__name__, exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, 30.0)
+            resolving = asyncio.create_task(self._resolve_prewarm(permits))
+        self._prewarm_gvrs = {r.gvr for r in resources}
+        self._prewarm_resolved = True
         for resource in resources:
             entry = await self.load(resource, wait=None)
             entry.prewarmed = True
@@ -501,7 +535,7 @@ class ClusterCache:
         Once true it stays true: a cache that synced keeps serving whatever happens to
         its API server afterwards (``app.http.ops``: readiness).
         """
-        if not self._prewarmed_once:
+        if not self._prewarmed_once and self._prewarm_resolved:
             self._prewarmed_once = all(self.ready_entry(g) is not None for g in self._prewarm_gvrs)
         return self._prewarmed_once
 

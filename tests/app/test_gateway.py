@@ -146,3 +146,48 @@ def test_failing_token_reviews_are_503_never_an_allow(tmp_path):
             answer = httpx.get(gw.url + path, headers={"Authorization": "Bearer t-alice"})
             assert answer.status_code == 503, (path, answer.text[:200])
         assert httpx.get(gw.url + CM).status_code == 401, "no token: 401 before anything"
+
+
+def test_one_cluster_that_cannot_be_asked_never_stops_a_prewarming_gateway(tmp_path, monkeypatch):
+    """--prewarm with clusters whose API servers do not answer (connection refused), refuse the
+    credentials (401), answer too slowly, or whose credentials cannot be had: the gateway
+    starts (it exited 1, 'Application startup failed'), the cluster that answers serves and is
+    ready, and the others are not ready until they can be asked."""
+    import time
+
+    import app.cache.resources as resources
+    from app.process.kubeconfig import CredentialsError
+
+    monkeypatch.setattr(resources, "PREWARM_RESOLVE_WAIT", 0.5)
+    fakes = {"a": _fake("in-a"), "refused": _fake(), "unauthorized": _fake(), "slow": _fake()}
+
+    def refuse(path, timeout=30.0):
+        raise ConnectionError("connection refused")
+
+    def slow(path, timeout=30.0):
+        time.sleep(1)  # each of discovery's requests: longer than start-up waits for them all
+        return fakes["a"].fetch(path)
+
+    fakes["refused"].fetch = refuse
+    fakes["unauthorized"].fetch = lambda path, timeout=30.0: (401, None)
+    fakes["slow"].fetch = slow
+
+    class PluginFailing(dict):
+        def __getitem__(self, name):
+            if name == "plugin":
+                raise CredentialsError("the exec plugin exited 1")
+            return super().__getitem__(name)
+
+    clusters = PluginFailing({**fakes, "plugin": None})
+    with run_fake_clusters(clusters, tmp_path / "clusters.yaml", default="a",
+                           prewarm=("configmaps",)) as gw:
+        wait_until(lambda: set(gw.gateway.clusters) == set(fakes), 10,
+                   message="every cluster that could be connected is served")
+        assert "plugin" in gw.gateway.unavailable
+        assert [i["metadata"]["name"] for i in httpx.get(gw.url + CM).json()["items"]] == ["in-a"]
+        wait_until(lambda: httpx.get(gw.url + "/readyz").status_code == 200, 10,
+                   message="ready: the default synced, the others excluded")
+        for name in ("refused", "unauthorized"):
+            assert not gw.gateway.clusters[name].caches.prewarm_ready(), name
+        wait_until(lambda: gw.gateway.clusters["slow"].caches.prewarm_ready(), 30,
+                   message="the slow cluster resolved and synced in the background")
