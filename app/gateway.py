@@ -32,6 +32,7 @@ from app.auth.policy import ResourcePolicy
 from app.bridge import run_blocking
 from app.clusters.cluster import Cluster
 from app.clusters.config import ClusterSpec, default_of
+from app.clusters.connect import why_not_connected
 from app.http.context import context_of
 from app.http.limits import StreamLimiter
 from app.http.metrics import Metrics
@@ -68,7 +69,8 @@ class Gateway:
         self.default_name = defaults[0].name if defaults else ""  # else set by ``apply``
         # configured clusters that could not be connected: why (listed, 503 on their paths);
         # tried again every RETRY_UNAVAILABLE_EVERY seconds with their spec and connector
-        self.unavailable: dict[str, str] = {}
+        self.unavailable: dict[str, str] = {}  # its kind of failure (``why_not_connected``)
+        self._causes: dict[str, str] = {}  # the failure's own words, logged once each
         # clusters a change of the configuration is connecting now: 503 on their paths (the
         # default's too), never a 404 that says the gateway does not serve them
         self.connecting: set[str] = set()
@@ -227,6 +229,7 @@ class Gateway:
                 for name in list(self.unavailable):
                     if name not in wanted:
                         del self.unavailable[name]
+                        self._causes.pop(name, None)
                         self._unconnected.pop(name, None)
                 for name, spec in wanted.items():
                     if name in self.clusters:
@@ -248,13 +251,17 @@ class Gateway:
         try:
             cluster = await run_blocking(connect, spec, name == self.default_name)
         except Exception as exc:  # noqa: BLE001 - any way of failing is said, not raised
-            reason = str(exc) or type(exc).__name__
-            if self.unavailable.get(name) != reason:
-                log.error("cluster %s (%s) cannot be served: %s", name, spec.source or name, reason)
+            # the cause to the log; callers (/clusters, its paths' 503) read its kind alone
+            reason = why_not_connected(exc)
+            cause = str(exc) or type(exc).__name__
+            if self._causes.get(name) != cause:
+                log.error("cluster %s (%s) cannot be served: %s", name, spec.source or name, cause)
+            self._causes[name] = cause
             self.unavailable[name] = reason
             self._unconnected[name] = spec
             return False
         self.unavailable.pop(name, None)
+        self._causes.pop(name, None)
         self._unconnected.pop(name, None)
         self.specs[name] = spec
         await self.add(cluster)

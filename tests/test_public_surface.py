@@ -80,8 +80,9 @@ def test_package_exports_exactly(package, names):
                               "strip_managed_fields"]),
     ("app.clusters.config", ["ClusterSpec", "ClustersError", "check_name", "default_of",
                              "parse_clusters", "read_clusters_file"]),
-    ("app.clusters.connect", ["api_client_of", "connect", "kubeconfig_of_secret",
-                              "load_default_client", "own_namespace", "refuse_untrusted"]),
+    ("app.clusters.connect", ["RefusedSecret", "api_client_of", "connect", "kubeconfig_of_secret",
+                              "load_default_client", "own_namespace", "refuse_untrusted",
+                              "why_not_connected"]),
     ("app.http.context", ["RequestContext", "context_of"]),
     # authentication apart from authorization
     ("app.auth.authentication", ["Authenticator", "Identity", "NoIdentityCluster",

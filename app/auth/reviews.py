@@ -13,12 +13,15 @@ make them from a worker thread and keep the answers.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Protocol
 
 from app.kube.status import StatusError
 from informer_core.rest import RawClient
 
 __all__ = ["ApiReviewer", "ReviewError", "Reviewer"]
+
+log = logging.getLogger(__name__)
 
 _TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 _ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
@@ -59,8 +62,10 @@ class ApiReviewer:
             code, answer = self._client.post_json(
                 path, {"apiVersion": api_version, "kind": kind, "spec": spec}, self._timeout)
         except ConnectionError as exc:
+            # the cause (an address, a TLS error) to the log only: the caller reads the Status
+            log.warning("the API server did not answer a %s: %s", kind, exc)
             raise ReviewError(503, f"could not review the caller's access: the API server did "
-                                   f"not answer the {kind} ({exc})",
+                                   f"not answer the {kind}",
                               headers={"Retry-After": "1"}) from None
         if code >= 300 or not isinstance(answer, dict):
             message = answer.get("message") if isinstance(answer, dict) else None

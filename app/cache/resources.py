@@ -237,7 +237,8 @@ class ClusterCache:
             except UnsupportedResourceError as exc:
                 raise StatusError(405, str(exc), "MethodNotAllowed") from None
             except ConnectionError as exc:
-                raise StatusError(503, f"the API server cannot be reached for discovery: {exc}",
+                log.warning("discovery failed: %s", exc)  # the cause, with its address: logged
+                raise StatusError(503, "the API server cannot be reached for discovery",
                                   headers={"Retry-After": "1"}) from None
         if not found.can_list_and_watch():
             raise StatusError(405, f"resource {found.gvr} cannot be listed and watched "
@@ -286,7 +287,8 @@ class ClusterCache:
                 await asyncio.shield(self._refreshing)
             except ConnectionError as exc:
                 if not discovery.loaded():
-                    raise StatusError(503, f"discovery is not available yet: {exc}",
+                    log.warning("discovery failed: %s", exc)
+                    raise StatusError(503, "discovery is not available yet",
                                       headers={"Retry-After": "1"}) from None
         return discovery
 

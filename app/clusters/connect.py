@@ -25,8 +25,8 @@ from app.process.kubeconfig import CredentialsError, api_client_for, load_api_cl
 from app.query.budget import QueryMemory
 from app.settings import Settings
 
-__all__ = ["api_client_of", "connect", "kubeconfig_of_secret", "load_default_client",
-           "own_namespace", "refuse_untrusted"]
+__all__ = ["RefusedSecret", "api_client_of", "connect", "kubeconfig_of_secret",
+           "load_default_client", "own_namespace", "refuse_untrusted", "why_not_connected"]
 
 
 def kubeconfig_of_secret(name: str, server: str, config: dict) -> dict:
@@ -86,6 +86,29 @@ _RUNS_CODE = re.compile(r"^(PATH|LD_.*|DYLD_.*|BASH_ENV|ENV|PYTHON.*|PERL5?LIB|P
                         r"RUBYOPT|RUBYLIB|NODE_OPTIONS|NODE_PATH|GCONV_PATH|HOSTALIASES)$")
 
 
+class RefusedSecret(ValueError):
+    """A cluster Secret asks for what the operator has not allowed (``refuse_untrusted``)."""
+
+
+def why_not_connected(exc: BaseException) -> str:
+    """What may be said of a cluster that could not be connected, to callers: its kind of
+    failure, never its text — that can hold a server's address, a credential file's path,
+    or an exec plugin's output (an account id, a role). The text goes to the log."""
+    from kubernetes.config import ConfigException
+
+    if isinstance(exc, RefusedSecret):
+        kind = "its Secret asks for what this gateway does not allow"
+    elif isinstance(exc, CredentialsError):
+        kind = "its credentials could not be loaded"
+    elif isinstance(exc, (ConfigException, FileNotFoundError, ClustersError)):
+        kind = "its kubeconfig or context cannot be used"
+    elif isinstance(exc, (ConnectionError, OSError)):
+        kind = "its API server cannot be reached"
+    else:
+        kind = "it cannot be connected"
+    return kind + " (the gateway's log says why)"
+
+
 def refuse_untrusted(spec: ClusterSpec, config: dict, settings: Settings) -> None:
     """Refuse what a cluster Secret asks for beyond a server and credentials, unless allowed.
 
@@ -97,7 +120,7 @@ def refuse_untrusted(spec: ClusterSpec, config: dict, settings: Settings) -> Non
     (``--cluster-secret-commands``), the rest by ``--cluster-secret-allow``.
 
     Raises:
-        ValueError: what is refused, and the flag that would allow it.
+        RefusedSecret: what is refused, and the flag that would allow it.
     """
     where = spec.source or f"the Secret of cluster {spec.name}"
     allowed = set(settings.cluster_secret_allow)
@@ -105,24 +128,24 @@ def refuse_untrusted(spec: ClusterSpec, config: dict, settings: Settings) -> Non
     if plugin:
         command = plugin.get("command") if isinstance(plugin, dict) else None
         if command not in settings.cluster_secret_commands:
-            raise ValueError(f"{where}: execProviderConfig runs {str(command)[:100]!r}, which "
+            raise RefusedSecret(f"{where}: execProviderConfig runs {str(command)[:100]!r}, which "
                              f"is not among --cluster-secret-commands "
                              f"({', '.join(settings.cluster_secret_commands) or 'none'})")
         env = plugin.get("env") or {}
         names = env.keys() if isinstance(env, dict) else ()
         bad = sorted(n for n in map(str, names) if _RUNS_CODE.match(n))
         if bad:
-            raise ValueError(f"{where}: execProviderConfig sets {', '.join(bad)}, which "
+            raise RefusedSecret(f"{where}: execProviderConfig sets {', '.join(bad)}, which "
                              f"choose what runs: never taken from a Secret")
     if config.get("proxyUrl") and "proxy-url" not in allowed:
-        raise ValueError(f"{where}: proxyUrl is refused unless --cluster-secret-allow names "
+        raise RefusedSecret(f"{where}: proxyUrl is refused unless --cluster-secret-allow names "
                          f"proxy-url")
     if not spec.server.startswith("https://") and "http" not in allowed:
-        raise ValueError(f"{where}: a server without TLS is refused unless "
+        raise RefusedSecret(f"{where}: a server without TLS is refused unless "
                          f"--cluster-secret-allow names http")
     tls = config.get("tlsClientConfig")
     if isinstance(tls, dict) and tls.get("insecure") and "insecure" not in allowed:
-        raise ValueError(f"{where}: tlsClientConfig.insecure is refused unless "
+        raise RefusedSecret(f"{where}: tlsClientConfig.insecure is refused unless "
                          f"--cluster-secret-allow names insecure")
 
 
@@ -131,7 +154,7 @@ def api_client_of(spec: ClusterSpec, settings: Settings) -> Any:
 
     Raises:
         app.process.kubeconfig.CredentialsError: its credentials cannot be had.
-        ValueError: a Secret's cluster asks for what is not allowed (``refuse_untrusted``).
+        RefusedSecret: a Secret's cluster asks for what is not allowed (``refuse_untrusted``).
         Exception: the kubeconfig cannot be read or names no such context.
     """
     if spec.server:

@@ -26,7 +26,8 @@ import orjson
 
 from app.kube.status import bad_request
 
-__all__ = ["CLUSTER_ANNOTATION", "TOKEN_PREFIX", "decode_versions", "encode_versions", "tagged",
+__all__ = ["CLUSTER_ANNOTATION", "TOKEN_PREFIX", "decode_versions", "encode_versions",
+           "most_token_bytes", "tagged",
            "tagged_dict"]
 
 CLUSTER_ANNOTATION = "kube-cache-gateway.io/cluster"
@@ -86,12 +87,27 @@ def encode_versions(versions: dict[str, str]) -> str:
         orjson.dumps(versions, option=orjson.OPT_SORT_KEYS)).decode().rstrip("=")
 
 
-def decode_versions(token: str, ids: bool = False) -> dict[str, str]:
+def most_token_bytes(clusters: int) -> int:
+    """The longest token ``clusters`` clusters can make: each entry a name of at most 63
+    characters (a DNS label) and an id of at most ``_MAX_ID``, JSON-quoted, base64url."""
+    body = 2 + clusters * (63 + _MAX_ID + 6)
+    return len(TOKEN_PREFIX) + (body + 2) // 3 * 4
+
+
+def decode_versions(token: str, ids: bool = False, clusters: int | None = None) -> dict[str, str]:
     """Each cluster's version a token names (``ids``: event ids, which need not be versions).
+
+    ``clusters``: how many clusters the gateway has configured. A token naming more, or
+    longer than they could make, was not issued here: it is refused before it is decoded
+    (a forged token naming thousands of clusters, kept and echoed on every event, once
+    took a stream over 601 objects from 81 to 777 MB).
 
     Raises:
         StatusError: 400 for a token this gateway did not issue.
     """
+    if clusters is not None and len(token) > most_token_bytes(clusters):
+        raise bad_request(f"invalid resourceVersion: longer than a token of this gateway's "
+                          f"{clusters} clusters can be")
     try:
         if not token.startswith(TOKEN_PREFIX):
             raise ValueError
@@ -104,4 +120,7 @@ def decode_versions(token: str, ids: bool = False) -> dict[str, str]:
     except (ValueError, binascii.Error, orjson.JSONDecodeError):
         raise bad_request(f"invalid resourceVersion {token[:64]!r}: under /clusters/*/ a version "
                           f"is the token of a merged list or watch") from None
+    if clusters is not None and len(versions) > clusters:
+        raise bad_request(f"invalid resourceVersion: it names {len(versions)} clusters, and this "
+                          f"gateway has {clusters}")
     return versions

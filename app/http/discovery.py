@@ -122,9 +122,9 @@ async def openapi_v3_root(request: Request) -> Response:
 
 @router.get("/openapi/v3/{group_version:path}", include_in_schema=False)
 async def openapi_v3(request: Request, group_version: str) -> Response:
-    query = request.scope.get("query_string", b"").decode("latin-1")
-    return await _openapi(request, f"/openapi/v3/{group_version}" + (f"?{query}" if query else ""),
-                          "json")
+    # the query (kubectl's ``hash``) names a version of the same document: the current one
+    # is served, and no query is ever a key of what is kept
+    return await _openapi(request, f"/openapi/v3/{group_version}", "json")
 
 
 async def _openapi(request: Request, path: str, kind: str) -> Response:

@@ -250,7 +250,8 @@ async def _stream(request: Request, gateway: Any, target: Any, query: Query, acc
     if accept.kind == "sse":
         last_id = request.headers.get("last-event-id", "").strip()
         try:
-            resume, unknown = (decode_versions(last_id, ids=True) if last_id else None), ""
+            resume, unknown = (decode_versions(last_id, ids=True, clusters=_nameable(gateway))
+                               if last_id else None), ""
         except StatusError:
             resume, unknown = None, last_id  # not a merged stream's id: RESET, a fresh state
         fmt: Any = MergedSSE(settings.sse_retry_ms, settings.heartbeat_interval,
@@ -277,10 +278,22 @@ def _query(raw: bytes, gateway: Any) -> tuple[Query, list[str] | None, dict[str,
         if key == "clusters":
             names = [n.strip() for n in value.split(",") if n.strip()]
         elif key == "resourceVersion" and value not in ("", "0"):
-            versions = decode_versions(value)
+            versions = decode_versions(value, clusters=_nameable(gateway))
         else:
             kept.append((key, value))
     return parse_query(urlencode(kept), gateway.settings.max_query_length), names, versions
+
+
+# clusters a token may name beyond those configured now: removed since it was issued (the
+# stream drops them: ``MergedStream``)
+_REMOVED_SINCE = 8
+
+
+def _nameable(gateway: Any) -> int:
+    """How many clusters a token of this gateway may name: every cluster it is configured
+    with, served or not, and a few removed since; a token naming more is 400."""
+    configured = set(gateway.clusters) | set(gateway.unavailable) | set(gateway.connecting)
+    return len(configured) + _REMOVED_SINCE
 
 
 def _absent(gateway: Any, names: list[str] | None) -> list[str]:

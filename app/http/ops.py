@@ -38,49 +38,48 @@ async def readyz(request: Request) -> Response:
     away is exactly when the caches are the only thing left to read, so that must
     not take replicas out: as CoreDNS's kubernetes plugin, the gateway is ready after
     its first sync and stays ready while it serves from a cache that is not following
-    (its answers say how old they may be: ``app.cache.answer_age``). ``?verbose``
-    lists each check as the API server's ``/readyz?verbose`` does, the caches that
-    are not following among them.
+    (its answers say how old they may be: ``app.cache.answer_age``).
+
+    The probe is open to anyone who reaches the port, so it names its checks and never a
+    cause — a cause can hold an exec plugin's output, an account id, a server's address —
+    as the API server's own ``/readyz`` withholds its reasons: ``?verbose`` lists each
+    check (``[+]NAME ok``, ``excluded``, ``stale``; ``[-]NAME failed: reason withheld``);
+    a failing probe lists them too. The causes are in the log and, for an authenticated
+    caller, ``GET /clusters``.
     """
     lines, ready = ["[+]ping ok"], True
     now = time.time()
     gateway = request.app.state.gateway
-    for name, why in sorted(gateway.unavailable.items()):
-        counts = name == gateway.default_name
-        ready = ready and not counts
-        lines.append(f"[{'-' if counts else '+'}]cluster-{name}-connected "
-                     f"{'failed' if counts else 'excluded'}: {why}")
+
+    def check(name: str, ok: bool, counts: bool, good: str = "ok") -> None:
+        nonlocal ready
+        if ok:
+            lines.append(f"[+]{name} {good}")
+        elif counts:
+            ready = False
+            lines.append(f"[-]{name} failed: reason withheld")
+        else:
+            lines.append(f"[+]{name} excluded")
+
+    for name in sorted(gateway.unavailable):
+        check(f"cluster-{name}-connected", False, name == gateway.default_name)
     for cluster in list(gateway.clusters.values()):
         cache = cluster.caches
         # one cluster that cannot be reached does not hold the others' replicas hostage:
         # only the default cluster, and the clusters that answer, count
         counts = cluster.name == gateway.default_name or cache.api_server_answers()
-        failed, excluded = ("failed", False) if counts else ("excluded", True)
-        if cache.prewarm_ready():
-            lines.append(f"[+]cluster-{cluster.name}-synced ok")
-        else:
-            ready = ready and excluded
-            lines.append(f"[{'+' if excluded else '-'}]cluster-{cluster.name}-synced {failed}: "
-                         f"the pre-warmed caches have not synced yet")
+        check(f"cluster-{cluster.name}-synced", cache.prewarm_ready(), counts)
         if cache.credentials_problem is not None:
-            ready = ready and cluster.name != gateway.default_name
-            mark = "-" if cluster.name == gateway.default_name else "+"
-            lines.append(f"[{mark}]cluster-{cluster.name}-credentials "
-                         f"{'failed' if mark == '-' else 'excluded'}: {cache.credentials_problem}")
-        behind = []
-        if not cache.api_server_answers():
-            behind.append("its API server does not answer the heartbeat")
-        for gvr, entry in cache.entries().items():
-            since = cache.stale_since(entry)
-            if since is not None and now - since > _STALE_FOR:
-                behind.append(f"{gvr.resource} not following for {int(now - since)} s")
-        lines.append(f"[+]cluster-{cluster.name}-following ok" + (
-            f" (serving from the cache: {'; '.join(behind)})" if behind else ""))
-    verbose = "verbose" in request.query_params
+            check(f"cluster-{cluster.name}-credentials", False,
+                  cluster.name == gateway.default_name)
+        behind = not cache.api_server_answers() or any(
+            since is not None and now - since > _STALE_FOR
+            for since in map(cache.stale_since, cache.entries().values()))
+        lines.append(f"[+]cluster-{cluster.name}-following "
+                     + ("stale: serving from the cache" if behind else "ok"))
     if not ready:
-        body = "\n".join(lines) + "\nreadyz check failed\n" if verbose else (
-            "not ready: " + "; ".join(l.split(": ", 1)[1] for l in lines if l.startswith("[-]")) + "\n")
-        return PlainTextResponse(body, status_code=503)
+        return PlainTextResponse("\n".join(lines) + "\nreadyz check failed\n", status_code=503)
+    verbose = "verbose" in request.query_params
     return PlainTextResponse("\n".join(lines) + "\nreadyz check passed\n" if verbose else "ok")
 
 

@@ -10,16 +10,57 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import subprocess
 import sys
+import types
 import warnings
 from collections.abc import Iterator
 from typing import Any
 
 from app.version import USER_AGENT
 
-__all__ = ["CredentialsError", "api_client_for", "load_api_client"]
+__all__ = ["CredentialsError", "EXEC_TIMEOUT", "api_client_for", "load_api_client"]
 
 log = logging.getLogger("kube-cache-gateway")
+
+# Seconds an exec plugin may take to print its credential. The kubernetes client waits for
+# its process without a bound: one that hangs (a prompt nobody answers, a cloud endpoint
+# that never replies) held its cluster half-open for good, at start and on every refresh.
+EXEC_TIMEOUT = 30.0
+
+
+class _PluginProcess(subprocess.Popen):
+    """An exec plugin's process whose output is awaited ``EXEC_TIMEOUT`` seconds at most;
+    past that it is killed and the plugin fails as one that exited non-zero does."""
+
+    def communicate(self, input: Any = None, timeout: float | None = None) -> Any:
+        bound = EXEC_TIMEOUT if timeout is None else timeout
+        try:
+            return super().communicate(input, bound)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            super().communicate()
+            from kubernetes.config import ConfigException
+
+            raise ConfigException(f"exec: the plugin {self.args[0] if self.args else ''!s} "
+                                  f"did not answer within {bound:.0f} s and was stopped") from None
+
+
+def _bound_exec_plugins() -> None:
+    """Have the kubernetes client start exec plugins as ``_PluginProcess``es.
+
+    Its ``ExecProvider`` reaches ``subprocess`` through its module's global: that name is
+    given a namespace whose ``Popen`` is ours and whose other names are the standard
+    module's, so nothing else in the process changes (``tests/app/process`` holds a hung
+    plugin to the bound).
+    """
+    from kubernetes.config import exec_provider
+
+    if getattr(exec_provider.subprocess, "Popen", None) is not _PluginProcess:
+        bounded = types.SimpleNamespace(**{k: getattr(subprocess, k) for k in dir(subprocess)
+                                           if not k.startswith("__")})
+        bounded.Popen = _PluginProcess
+        exec_provider.subprocess = bounded
 
 
 def api_client_for(kubeconfig: str, context: str,
@@ -36,6 +77,7 @@ def api_client_for(kubeconfig: str, context: str,
     from kubernetes import client, config
     from kubernetes.config.incluster_config import InClusterConfigLoader
 
+    _bound_exec_plugins()
     configuration = client.Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG", "")
     in_pod = os.environ.get("KUBERNETES_SERVICE_HOST") and not path and config_dict is None

@@ -107,8 +107,13 @@ class MergedStream:
         self.attach, self.fmt = attach, fmt
         self.client = request.client.host if request.client else ""
         self.members: dict[str, Member] = {}
-        # positions of clusters in the client's token that the stream has not taken in yet
-        self.resume: dict[str, str] = dict(resume or {})
+        # positions of clusters in the client's token that the stream has not taken in yet:
+        # only of clusters it may serve (the gateway's, of ?clusters= when given), so that
+        # what the stream echoes on every event is bounded by the clusters it serves
+        may = (set(gateway.clusters) | set(gateway.unavailable) | set(gateway.connecting))
+        if names is not None:
+            may &= set(names)
+        self.resume: dict[str, str] = {n: at for n, at in (resume or {}).items() if n in may}
         self.resumed = resume is not None
         self.wakeup = asyncio.Event()
         self.fell_behind = asyncio.Event()  # set with any member's overflow: StreamBody's cut-off

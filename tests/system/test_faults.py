@@ -198,7 +198,7 @@ def test_api_server_stopped_for_30_seconds(scenario):
                    message="answers to say they may be old")
         during = httpx.get(scenario.gateway.url + scenario.path, timeout=5)
         assert during.status_code == 200 and during.json()["items"]
-        wait_until(lambda: "does not answer" in httpx.get(scenario.gateway.url + "/readyz?verbose",
+        wait_until(lambda: "serving from the cache" in httpx.get(scenario.gateway.url + "/readyz?verbose",
                                                           timeout=5).text,
                    20, message="/readyz?verbose to say the cache is not following")
         assert httpx.get(scenario.gateway.url + "/readyz", timeout=5).status_code == 200

@@ -39,7 +39,7 @@ def test_answers_from_a_cache_cut_off_from_the_api_server_say_how_old_they_may_b
             cut_off.headers["warning"]
         one = http.get(f"{path}/kept")
         assert one.status_code == 200 and int(one.headers["age"]) >= 2
-        wait_until(lambda: "does not answer" in http.get("/readyz?verbose").text, 15,
+        wait_until(lambda: "serving from the cache" in http.get("/readyz?verbose").text, 15,
                    message="/readyz?verbose to say the cache is not following")
         assert http.get("/readyz").status_code == 200, "ready: the cache is all there is"
     finally:

@@ -83,3 +83,42 @@ def test_what_was_had_is_served_while_the_api_server_is_away_and_404_is_its_404(
         assert no_client.value.code == 404
 
     asyncio.run(scenario())
+
+
+class V3Server(Server):
+    """An API server with OpenAPI v3: a root naming two documents."""
+
+    ROOT = (b'{"paths": {"api/v1": {"serverRelativeURL": "/openapi/v3/api/v1?hash=A"}, '
+            b'"apis/apps/v1": {"serverRelativeURL": "/openapi/v3/apis/apps/v1?hash=B"}}}')
+
+    def fetch(self, path: str, accept: str, etag: str) -> tuple[int, bytes, dict]:
+        with self._lock:
+            self.asked.append((path, accept, etag))
+        if path == "/openapi/v3":
+            return 200, self.ROOT, {"content-type": "application/json"}
+        if path in ("/openapi/v3/api/v1", "/openapi/v3/apis/apps/v1"):
+            return 200, b'{"openapi": "3.0.0", "x": "' + path.encode() + b'"}' * 1000, {}
+        return 404, b"{}", {}
+
+
+def test_what_is_kept_is_bounded_by_what_the_api_server_serves_never_by_what_is_asked():
+    """Keyed by the whole query, 100 distinct queries once kept 100 documents (+219 MB) and a
+    lock per distinct path, 404s included: now a query is no key, a path the v3 root does not
+    name is 404 without a fetch, and no fetch leaves state behind."""
+    async def scenario() -> None:
+        server = V3Server()
+        documents = OpenAPIDocuments(server.fetch)
+        view = object()
+        for i in range(100):
+            # what openapi_v3 passes on for /openapi/v3/apis/apps/v1?hash=...&junk=i: the path
+            kept = await documents.document("/openapi/v3/apis/apps/v1", "json", view)
+            assert b"apis/apps/v1" in kept.body
+            with pytest.raises(StatusError) as unknown:
+                await documents.document(f"/openapi/v3/apis/made-up-{i}/v1", "json", view)
+            assert unknown.value.code == 404
+        assert len(documents._kept) == 2, "the root and the one document"
+        assert not documents._fetching, "no state per miss, nor per fetch once it ended"
+        asked = [p for p, _, _ in server.asked]
+        assert asked == ["/openapi/v3", "/openapi/v3/apis/apps/v1"], asked
+
+    asyncio.run(scenario())

@@ -97,3 +97,30 @@ JSON
         assert RawClient(client).headers()["authorization"] == "Bearer from-the-plugin"
     finally:
         client.close()
+
+
+def test_a_hanging_exec_plugin_is_stopped_at_its_bound_and_its_cluster_is_not_held(
+        tmp_path, monkeypatch):
+    """The client waited for an exec plugin without a bound: one that hung held its cluster
+    half-open for good. Now it is killed after EXEC_TIMEOUT and its credentials fail as a
+    failing plugin's do; the process is gone."""
+    import time
+
+    import pytest
+
+    import app.process.kubeconfig as kubeconfig
+
+    monkeypatch.setattr(kubeconfig, "EXEC_TIMEOUT", 1.0)
+    pid_file = tmp_path / "pid"
+    plugin = _plugin(tmp_path, f"echo $$ > {pid_file}\nexec sleep 60\n")
+    began = time.monotonic()
+    with pytest.raises(kubeconfig.CredentialsError) as info:
+        api_client_for(_exec_kubeconfig(tmp_path, plugin), "prod")
+    took = time.monotonic() - began
+    assert took < 10, f"{took:.1f} s: the bound is 1 s"
+    assert "did not answer within 1 s and was stopped" in str(info.value)
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        import os
+
+        os.kill(pid, 0)

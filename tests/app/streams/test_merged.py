@@ -152,6 +152,44 @@ def test_a_token_too_old_for_one_cluster_is_410_and_a_token_not_ours_400(three):
     assert bad.status_code == 400
 
 
+def _token(versions: dict[str, str]) -> str:
+    return "kcg1." + base64.urlsafe_b64encode(json.dumps(versions).encode()).decode().rstrip("=")
+
+
+def test_a_forged_token_is_refused_or_dropped_never_echoed_on_every_event(three):
+    """A token naming thousands of made-up clusters was kept and echoed on every event (a watch's
+    events grew to its ~64 KB; an SSE stream over 601 objects sent 576 MB in 20 s): one naming
+    more clusters than the gateway could is 400, a few unknown ones (removed since) are dropped,
+    and an SSE id that is no token of ours starts afresh, echoing at most 128 characters."""
+    token = httpx.get(three.url + MERGED).json()["metadata"]["resourceVersion"]
+    versions = _versions(token)
+    forged = _token({**versions, **{f"made-up-{i}": "1" for i in range(3000)}})  # 64 KB
+    in_a_query = _token({**versions, **{f"m-{i}": "1" for i in range(200)}})  # within 8 KB
+    for params in ({"resourceVersion": in_a_query}, {"watch": "true", "resourceVersion": in_a_query}):
+        refused = httpx.get(three.url + MERGED, params=params)
+        assert refused.status_code == 400, refused.text[:200]
+        assert len(refused.content) < 1000
+    few = _token({**versions, **{f"gone-{i}": "1" for i in range(5)}})
+    reader = LineReader(three.url + MERGED + f"?watch=true&resourceVersion={few}")
+    try:
+        three.fakes["b"].create(CM.format(ns="apps"), {"metadata": {"name": "b-new"}})
+        reader.wait_for(lambda l: len(l) >= 1)
+        event = orjson.loads(reader.lines[0])
+        assert event["object"]["metadata"]["name"] == "b-new"
+        assert set(_versions(event["object"]["metadata"]["resourceVersion"])) == {"a", "b", "c"}
+    finally:
+        reader.close()
+    reader = LineReader(three.url + MERGED, headers={"Accept": "text/event-stream",
+                                                     "Last-Event-ID": forged})
+    try:
+        reader.wait_for(lambda l: any(x.startswith("id:") for x in l))
+        ids = [x[3:].strip() for x in reader.lines if x.startswith("id:")]
+        assert all(len(i) < 1000 for i in ids), "no id carries the forged token"
+        assert sum(len(x) for x in reader.lines) < 5000, "a fresh state of four objects"
+    finally:
+        reader.close()
+
+
 def test_a_merged_event_stream_resumes_from_last_event_id_with_exactly_the_missed_events(three):
     headers = {"Accept": "text/event-stream"}
     reader = LineReader(three.url + MERGED, headers)
