@@ -155,20 +155,33 @@ class Gateway:
                                 or await self.authenticator.authenticate(credentials))
 
     async def authorize_own(self, scope: dict, path: str) -> None:
-        """Who asks, and for ``/metrics`` whether they may ``get`` it, decided in the identity
-        cluster (where callers are known: the gateway's own paths belong to no other).
+        """Who asks, and whether they may: a gateway's own path (``/metrics``, ``/clusters``)
+        holds no cluster's data, so the identity cluster decides — an impersonation, and
+        ``get /metrics``.
 
         Raises:
             StatusError: 401, 403; 503 while the identity cluster cannot review.
         """
         await self.authenticate(scope)
-        if path != "/metrics" or self.authenticator is None:
+        if self.authenticator is None:
             return
+        authorization = self._identity_cluster().authorization
+        if path == "/metrics":
+            await authorization.authorize_path(scope, path)
+        elif context_of(scope).identity.impersonation is not None:
+            await authorization.check_impersonation(context_of(scope).identity)
+
+    def _identity_cluster(self) -> Cluster:
+        """The identity cluster, which decides on the gateway's own paths.
+
+        Raises:
+            StatusError: 503 when it is not served (gone since the caller was known).
+        """
         identity = self.clusters.get(self.identity_name)
-        if identity is None:  # gone since the caller was known: nobody decides, nobody reads
+        if identity is None:
             raise StatusError(503, f"callers cannot be authorized: {self._identity_missing()}",
                               "ServiceUnavailable", headers={"Retry-After": "10"})
-        await identity.authorization.authorize_path(scope, path)
+        return identity
 
     def _join(self, cluster: Cluster) -> None:
         """What every cluster gets from the gateway: the policy, identity, its siblings' word."""
@@ -187,7 +200,7 @@ class Gateway:
         if identity is None or identity.reviewer is None or identity.access is None:
             return NoIdentityCluster(self._identity_missing)
         return TokenReviewAuthenticator(
-            identity.reviewer, identity.access, settings.authn_audiences,
+            identity.reviewer, settings.authn_audiences,
             token_ttl=settings.authn_cache_ttl, deny_ttl=settings.authz_deny_cache_ttl,
             max_entries=settings.authz_cache_size)
 

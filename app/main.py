@@ -83,15 +83,17 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
                 own = (api_client if not settings.clusters and api_client is not None else
                        await run_blocking(api_client_for, settings.kubeconfig, settings.context,
                                           settings.serviceaccount_dir))
-                sources.append(ClusterSecrets(own, own_namespace(settings),
-                                              clusters.told_by(ClusterSet.SECRETS)))
+                sources.append(ClusterSecrets(own, settings.cluster_secrets_namespace
+                                              or own_namespace(settings),
+                                              clusters.told_by(ClusterSet.SECRETS),
+                                              wait=settings.sync_timeout))
         else:
             gateway = Gateway(settings, [Cluster(DEFAULT_CLUSTER, settings, factory, reviewer,
                                                  memory=memory)], worker, memory)
         app.state.gateway = gateway
         app.state.clusters_source = sources[0] if sources else None
         await gateway.start()
-        for source in sources:
+        for source in sources:  # each source's clusters applied before the port serves
             await source.start()
         try:
             yield

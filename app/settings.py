@@ -62,6 +62,7 @@ class Settings:
     serviceaccount_dir: str = "/var/run/secrets/kubernetes.io/serviceaccount"
     clusters: str = ""
     cluster_secrets: bool = False
+    cluster_secrets_namespace: str = ""
     cluster_secret_commands: tuple[str, ...] = ()
     cluster_secret_allow: tuple[str, ...] = ()
     # Where we listen.
@@ -125,6 +126,9 @@ _HELP = {
     "cluster_secrets": "in a pod, serve also the clusters of the Secrets in the gateway's "
                        "namespace labelled kube-cache-gateway.io/cluster=true (Argo CD's "
                        "cluster-secret shape), watched",
+    "cluster_secrets_namespace": "where the cluster Secrets are read: a namespace of their own, "
+                                 "so that the gateway may read those Secrets and no other "
+                                 "(default: the gateway's own namespace)",
     "cluster_secret_commands": "exec plugin commands a cluster Secret's execProviderConfig may "
                                "run, each exactly as the Secret writes it (aws, "
                                "gke-gcloud-auth-plugin): whoever may write Secrets there makes "
@@ -267,7 +271,8 @@ def _reason(exc: Exception) -> str:
 # The flags in --help, grouped as an operator looks for them.
 _GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("where the clusters are", ("kubeconfig", "context", "serviceaccount_dir", "clusters",
-                                "cluster_secrets", "cluster_secret_commands",
+                                "cluster_secrets", "cluster_secrets_namespace",
+                                "cluster_secret_commands",
                                 "cluster_secret_allow")),
     ("where and how it listens", ("host", "port", "workers", "tls_cert_file",
                                   "tls_private_key_file", "forwarded_allow_ips")),
@@ -394,10 +399,11 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     if unknown:
         raise ValueError(f"--cluster-secret-allow takes {', '.join(SECRET_ALLOWANCES)}, not "
                          f"{', '.join(sorted(unknown))}")
-    if (settings.cluster_secret_commands or settings.cluster_secret_allow) and \
-            not settings.cluster_secrets:
-        raise ValueError("--cluster-secret-commands and --cluster-secret-allow say what cluster "
-                         "Secrets may ask for: they need --cluster-secrets")
+    if (settings.cluster_secret_commands or settings.cluster_secret_allow
+            or settings.cluster_secrets_namespace) and not settings.cluster_secrets:
+        raise ValueError("--cluster-secrets-namespace, --cluster-secret-commands and "
+                         "--cluster-secret-allow say where cluster Secrets are and what they may "
+                         "ask for: they need --cluster-secrets")
     if settings.authn_cluster and not (settings.clusters or settings.cluster_secrets):
         raise ValueError(f"--authn-cluster {settings.authn_cluster} names one of several clusters "
                          f"(--clusters, --cluster-secrets); with one cluster, that cluster "

@@ -18,17 +18,21 @@ prefixes would.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from app.auth.decisions import DecisionCache
-from app.auth.identity import UserInfo
+from app.auth.identity import Impersonation, UserInfo
 from app.auth.reviews import ReviewError, Reviewer
 from app.bridge import run_blocking
 from app.kube.status import StatusError, forbidden
 
 __all__ = ["AccessReviews", "Attributes", "forbidden_message"]
+
+_SA_PREFIX = "system:serviceaccount:"
+_AUTHN_GROUP = "authentication.k8s.io"
 
 
 class Attributes(NamedTuple):
@@ -118,6 +122,38 @@ class AccessReviews:
         if not allowed:
             raise _denied(self.user_prefix + user.name, attrs, reason)
         return expires
+
+    async def impersonation(self, caller: UserInfo, imp: Impersonation) -> float:
+        """Allow ``caller`` to act as what ``imp`` asks in this cluster (until when), or 403.
+
+        As the API server: ``impersonate`` on each part of the identity asked for —
+        ``users`` (or ``serviceaccounts``), each of ``groups``, ``uids``, each
+        ``userextras/KEY`` value — one review each, cached like any other. The names are
+        this cluster's, prefixed as the impersonated identity will be in its reviews: a
+        cluster that knows callers by ``c:`` names is asked about ``c:system:masters``,
+        never about the bare group another cluster means by it.
+
+        Raises:
+            StatusError: 403 naming the first part refused; 503 when it cannot be asked.
+        """
+        asks: list[Attributes] = []
+        if imp.user.startswith(_SA_PREFIX) and not self.user_prefix:
+            namespace, _, name = imp.user[len(_SA_PREFIX):].partition(":")
+            asks.append(Attributes("impersonate", "serviceaccounts", namespace=namespace,
+                                   name=name))
+        else:
+            asks.append(Attributes("impersonate", "users", name=self.user_prefix + imp.user))
+        asks.extend(Attributes("impersonate", "groups", name=self.group_prefix + g)
+                    for g in imp.groups)
+        for key, values in imp.extra:
+            asks.extend(Attributes("impersonate", "userextras", _AUTHN_GROUP, name=v,
+                                   subresource=key) for v in values)
+        if imp.uid:
+            asks.append(Attributes("impersonate", "uids", _AUTHN_GROUP, name=imp.uid))
+        until = math.inf
+        for attrs in asks:
+            until = min(until, await self.check(caller, attrs))
+        return until
 
     async def allowed(self, user: UserInfo, attrs: Attributes) -> bool:
         """Whether ``attrs`` is allowed for ``user`` (the same cached review as ``check``)."""

@@ -13,18 +13,17 @@ answer is kept (kube-apiserver's webhook default, 2 minutes; never past the
 token's own ``exp`` claim; rejections 30 seconds), keyed by a salted digest of the
 token, never the token itself; rejections are kept apart, so a flood of bad tokens cannot push real
 callers out, and new tokens are budgeted per client address and in flight
-(``app.auth.review_budget``: past it, 429). Impersonation is checked here too: the caller must
-be allowed ``impersonate`` on each part of the identity asked for (``users`` or
-``serviceaccounts``, ``groups``, ``uids``, ``userextras/KEY``), one access review
-each in the identity cluster, cached like any other; the request is then
-authorized as the impersonated user.
+(``app.auth.review_budget``: past it, 429). An impersonation is read here, not decided: the
+identity names the impersonated user and the caller behind it, and whether the caller may
+``impersonate`` is asked of the cluster that holds the data, with its prefixes, like every
+other access (``AccessReviews.impersonation``): one cluster's RBAC never lends its
+``impersonate`` rights to another's data.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import math
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -32,7 +31,6 @@ from typing import NamedTuple, Protocol
 
 import orjson
 
-from app.auth.access_review import AccessReviews, Attributes
 from app.auth.decisions import DecisionCache
 from app.auth.identity import (Credentials, Impersonation, UserInfo, bearer_token,
                                impersonated_user)
@@ -44,8 +42,6 @@ from app.kube.status import StatusError
 __all__ = ["Authenticator", "Identity", "NoIdentityCluster", "TokenReviewAuthenticator",
            "token_expiry", "unauthorized"]
 
-_SA_PREFIX = "system:serviceaccount:"
-_AUTHN_GROUP = "authentication.k8s.io"
 
 
 def unauthorized() -> StatusError:
@@ -72,11 +68,15 @@ def token_expiry(token: str) -> float | None:
 
 
 class Identity(NamedTuple):
-    """An authenticated caller: who they act as, who they are, until when it holds."""
+    """An authenticated caller: who they act as, who they are, until when it holds.
+
+    With ``impersonation`` set the caller (``impersonator``) asks to act as ``user``: each
+    cluster decides whether they may before anything of it is read (``Authorization``)."""
 
     user: UserInfo
     impersonator: UserInfo | None
     expires: float  # monotonic
+    impersonation: Impersonation | None = None  # what was asked, for each cluster to decide
 
 
 def _kept_for(ttl: float) -> Callable[[], Awaitable[tuple[None, float]]]:
@@ -104,7 +104,7 @@ class Authenticator(Protocol):
         """Who the credentials stand for (after impersonation).
 
         Raises:
-            StatusError: 401, 403 for a refused impersonation, 503 when it cannot be asked.
+            StatusError: 401, 503 when it cannot be asked.
         """
 
 
@@ -141,15 +141,14 @@ class NoIdentityCluster:
 
 
 class TokenReviewAuthenticator:
-    """Bearer tokens by ``TokenReview``, impersonation by access reviews; cached."""
+    """Bearer tokens by ``TokenReview``, cached."""
 
-    def __init__(self, reviewer: Reviewer, access: AccessReviews, audiences: tuple[str, ...] = (),
+    def __init__(self, reviewer: Reviewer, audiences: tuple[str, ...] = (),
                  token_ttl: float = 120.0, deny_ttl: float = 30.0, max_entries: int = 10_000,
                  clock: Callable[[], float] = time.monotonic,
                  wall_clock: Callable[[], float] = time.time,
                  budget: ReviewBudget | None = None) -> None:
         self.reviewer = reviewer
-        self.access = access  # the identity cluster's: impersonation is checked there
         self.audiences = tuple(audiences)
         self.token_ttl = token_ttl
         self.deny_ttl = deny_ttl
@@ -212,11 +211,11 @@ class TokenReviewAuthenticator:
         return found[1]
 
     async def authenticate(self, credentials: Credentials) -> Identity:
-        """Who the credentials stand for (after impersonation).
+        """Who the credentials stand for: with an impersonation, the user asked for, with the
+        caller as its ``impersonator`` (each cluster decides whether they may).
 
         Raises:
-            StatusError: 401 for a missing or rejected token; 403 for an
-                impersonation the caller may not make; 503 (``ReviewError``)
+            StatusError: 401 for a missing or rejected token; 503 (``ReviewError``)
                 when the API server cannot be asked.
         """
         token = credentials.token
@@ -235,10 +234,8 @@ class TokenReviewAuthenticator:
             _, identity, _ = await self.tokens.get(key, lambda: self._review_token(key, token))
         if credentials.impersonation is None:
             return identity
-        user = identity.user
-        until = await self._check_impersonation(user, credentials.impersonation)
-        return Identity(impersonated_user(credentials.impersonation), user,
-                        min(identity.expires, until))
+        return Identity(impersonated_user(credentials.impersonation), identity.user,
+                        identity.expires, credentials.impersonation)
 
     async def _review_token(self, key: bytes, token: str) -> tuple[Identity, float]:
         """The token's identity and how long to keep it; a rejection is kept apart, and raised.
@@ -266,22 +263,3 @@ class TokenReviewAuthenticator:
                 await self.rejected.get(key, _kept_for(ttl))
             raise unauthorized()
         return Identity(user, None, self.tokens.clock() + ttl), ttl
-
-    async def _check_impersonation(self, caller: UserInfo, imp: Impersonation) -> float:
-        asks: list[Attributes] = []
-        if imp.user.startswith(_SA_PREFIX):
-            namespace, _, name = imp.user[len(_SA_PREFIX):].partition(":")
-            asks.append(Attributes("impersonate", "serviceaccounts", namespace=namespace,
-                                   name=name))
-        else:
-            asks.append(Attributes("impersonate", "users", name=imp.user))
-        asks.extend(Attributes("impersonate", "groups", name=g) for g in imp.groups)
-        for key, values in imp.extra:
-            asks.extend(Attributes("impersonate", "userextras", _AUTHN_GROUP, name=v,
-                                   subresource=key) for v in values)
-        if imp.uid:
-            asks.append(Attributes("impersonate", "uids", _AUTHN_GROUP, name=imp.uid))
-        until = math.inf
-        for attrs in asks:
-            until = min(until, await self.access.check(caller, attrs))
-        return until

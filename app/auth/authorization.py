@@ -197,8 +197,8 @@ class Authorization:
             if reviews is None:
                 return Grant(access)
             identity = self.identify(scope)
-            if identity is None:
-                return None
+            if identity is None or identity.impersonation is not None:
+                return None  # an impersonation is decided here, by a review: ``_decide``
             if access.verb == "watch":
                 return self._kept_grant(reviews, identity, scope, access)
             res = access.resource
@@ -244,8 +244,22 @@ class Authorization:
             context_of(scope).denied = exc
             raise
 
+    async def check_impersonation(self, identity: Identity) -> float:
+        """Allow the impersonation ``identity`` carries in this cluster (until when), or 403."""
+        return await self._impersonating(identity)
+
+    async def _impersonating(self, identity: Identity) -> float:
+        """Until when this cluster lets the caller act as whom they impersonate (``inf``
+        without impersonation), or 403: asked here, of the cluster that holds the data."""
+        if identity.impersonation is None or identity.impersonator is None or self.access is None:
+            return math.inf
+        return await self.access.impersonation(identity.impersonator, identity.impersonation)
+
     async def _decide(self, identity: Identity, credentials: Credentials, access: Access) -> Grant:
         assert self.access is not None
+        lent = await self._impersonating(identity)
+        if lent != math.inf:
+            identity = identity._replace(expires=min(identity.expires, lent))
         try:
             until = await self.access.check(identity.user, attributes(access))
         except StatusError as denied:
@@ -303,6 +317,7 @@ class Authorization:
             return
         try:
             identity = await self.authenticate(scope)
+            await self._impersonating(identity)
             await self.access.check(identity.user, Attributes("get", path=path))
         except Exception as exc:
             context_of(scope).denied = exc

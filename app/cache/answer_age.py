@@ -26,7 +26,7 @@ from collections.abc import Iterable
 
 from informer_core.reflector import ReflectorStats
 
-__all__ = ["HEARTBEAT_EVERY", "stale_since", "staleness_headers", "warning_header"]
+__all__ = ["HEARTBEAT_EVERY", "stale_since", "staleness", "staleness_headers", "warning_header"]
 
 HEARTBEAT_EVERY = 5.0  # seconds between the gateway's heartbeats (GET /api)
 _GRACE = 2 * HEARTBEAT_EVERY + 2.0  # a missed probe or two is not yet staleness
@@ -47,17 +47,23 @@ def stale_since(stats: ReflectorStats | None, confirmed_at: float,
     return None
 
 
-def staleness_headers(resource: str, since: float, now: float | None = None,
-                      cluster: str = "") -> dict[str, str]:
-    """The ``Age`` and ``Warning`` headers of an answer from a cache current until ``since``
-    (the Warning names ``cluster`` when the gateway serves several)."""
+def staleness(resource: str, since: float, now: float | None = None,
+              cluster: str = "") -> tuple[int, str]:
+    """(the age in seconds, the warning's text) of an answer from a cache current until
+    ``since`` (the text names ``cluster`` when the gateway serves several)."""
     now = time.time() if now is None else now
     age = max(0, int(now - since))
     when = dt.datetime.fromtimestamp(since, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     who = f"cluster {cluster}" if cluster else "kube-cache-gateway"
-    return {"Age": str(age),
-            "Warning": warning_header([f"{who}: the cache of {resource} has not followed the API "
-                                       f"server since {when}; this answer may be {age} s old"])}
+    return age, (f"{who}: the cache of {resource} has not followed the API server since "
+                 f"{when}; this answer may be {age} s old")
+
+
+def staleness_headers(resource: str, since: float, now: float | None = None,
+                      cluster: str = "") -> dict[str, str]:
+    """The ``Age`` and ``Warning`` headers of an answer from a cache current until ``since``."""
+    age, text = staleness(resource, since, now, cluster)
+    return {"Age": str(age), "Warning": warning_header([text])}
 
 
 def warning_header(texts: Iterable[str]) -> str:

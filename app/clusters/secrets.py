@@ -102,9 +102,10 @@ def specs_of_secrets(secrets: list[dict]) -> list[ClusterSpec]:
 class ClusterSecrets:
     """Tells ``said`` the clusters of the labelled Secrets in ``namespace``, as they change."""
 
-    def __init__(self, api_client: Any, namespace: str, said: Said) -> None:
+    def __init__(self, api_client: Any, namespace: str, said: Said, wait: float = 10.0) -> None:
         self.namespace = namespace
         self.said = said
+        self.wait = wait  # seconds start-up waits for the Secrets' clusters (``start``)
         lister_watcher = ApiListerWatcher(
             api_client, "/api/v1/secrets", namespace=namespace,
             tweak_list_options=lambda o: setattr(o, "label_selector", f"{LABEL}=true"),
@@ -117,13 +118,36 @@ class ClusterSecrets:
         self._again = False
 
     async def start(self) -> None:
-        """Begin watching; the clusters are told once the first list has arrived."""
-        self._loop = asyncio.get_running_loop()
-        changed = lambda *_: call_on_loop(self._loop, self._changed)  # noqa: E731 - any event
+        """Begin watching, and apply the Secrets' clusters before returning — before the port
+        serves — when they are listed and connected within ``wait`` seconds (else they are
+        applied as soon as they are, and the delay is logged).
+
+        At start-up a Secret's cluster applied only after the port served was a window in
+        which its paths answered 404 and the gateway ran with fewer clusters than configured.
+        """
+        loop = self._loop = asyncio.get_running_loop()
+        changed = lambda *_: call_on_loop(loop, self._changed)  # noqa: E731 - any event
         self.informer.add_event_handler(ResourceEventHandlerFuncs(changed, changed, changed))
         self._thread = threading.Thread(target=self.informer.run, args=(self._stop,),
                                         name="cluster-secrets", daemon=True)
         self._thread.start()
+        wait = self.wait
+        deadline = loop.time() + wait
+        while not self.informer.has_synced():
+            if loop.time() >= deadline:
+                log.warning("the cluster Secrets in %s were not listed within %.0f s: the "
+                            "gateway serves meanwhile, and applies them once they are",
+                            self.namespace, wait)
+                return
+            await asyncio.sleep(0.05)
+        self._changed()
+        if self._pending is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._pending),
+                                       max(0.1, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                log.warning("the clusters of the Secrets in %s were not all connected within "
+                            "%.0f s: the gateway serves meanwhile", self.namespace, wait)
 
     def _changed(self) -> None:
         """On the loop: tell the clusters again (once for a burst of events)."""

@@ -42,7 +42,7 @@ from starlette.responses import Response
 
 from app.auth.authorization import Access
 from app.auth.reviews import ReviewError
-from app.cache.answer_age import warning_header
+from app.cache.answer_age import staleness, warning_header
 from app.cache.requested_version import fresh_enough
 from app.clusters.merging import (CLUSTER_ANNOTATION, decode_versions, encode_versions, tagged,
                                   tagged_dict)
@@ -150,12 +150,18 @@ async def merged_endpoint(request: Request) -> Response:
         return await _stream(request, gateway, target, query, accept, names, asked_version,
                              warnings)
     clusters = _chosen(gateway, names)
+    ages: list[int] = []  # of the answers of clusters whose caches are not following
 
     async def part_of(cluster: Any) -> _Part | None | StatusError:
         reached = await reach(request.scope, gateway, cluster, target, "list", warnings)
         if not isinstance(reached, Reached):
             return reached
         entry, grant = reached.entry, reached.grant
+        since = cluster.caches.stale_since(entry)
+        if since is not None:  # named, as on the cluster's own path (``staleness_headers``)
+            age, text = staleness(entry.resource.resource, since, cluster=cluster.name)
+            warnings.append(text)
+            ages.append(age)
         selection = Selection(target.namespace, query.labels, query.fields, grant.namespaces,
                               query.filters)
         dashboard = bool(query.view_text)
@@ -188,6 +194,8 @@ async def merged_endpoint(request: Request) -> Response:
     headers = {"Cache-Control": "no-cache, private"}
     if warnings:
         headers["Warning"] = warning_header(sorted(warnings))
+    if ages:
+        headers["Age"] = str(max(ages))  # the oldest part's: the answer is no younger
     if query.summary is not None:
         return Response(_summary(parts, query, versions), media_type="application/json",
                         headers=headers)

@@ -215,8 +215,15 @@ class MergedStream:
             member.hub.subscribe(member.subscriber)
             member.sent_seq = member.subscriber.after_seq
         if fresh and fmt.restarts:
-            chunks.append([fmt.synced(self, "")])
+            # made when it is sent, after every state: its id then names where each cluster
+            # stands (made now, it named "" for every cluster, and no resume took it)
+            chunks.append(self._synced())
         return (chunk for part in chunks for chunk in part)
+
+    def _synced(self) -> Iterator[bytes]:
+        last = self.fmt.synced(self, "")
+        if last:
+            yield last
 
     def _state(self, member: Member, named: bool) -> Iterator[bytes]:
         """A cluster's matching objects as ``ADDED``, joined a slice at a time (``named``:

@@ -98,6 +98,7 @@ def test_a_gateway_that_authorizes_its_callers_may_listen_anywhere(monkeypatch):
     (["--authn-cluster", "home"], "names one of several clusters"),
     (["--authz", "kubernetes", "--cluster-secrets"], "needs --authn-cluster NAME"),
     (["--cluster-secret-commands", "aws"], "need --cluster-secrets"),
+    (["--cluster-secrets-namespace", "kcg-clusters"], "need --cluster-secrets"),
     (["--cluster-secrets", "--cluster-secret-allow", "exec"], "takes proxy-url, http, insecure"),
 ])
 def test_authorization_settings_are_checked(argv, message):

@@ -278,6 +278,9 @@ def test_clusters_become_a_followed_file_and_secrets_a_role_in_the_release_names
            deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["KCG_CLUSTERS"] == "/etc/kube-cache-gateway/clusters/clusters.yaml"
     assert (env["KCG_CLUSTER_SECRETS"], env["KCG_AUTHN_CLUSTER"]) == ("true", "home")
+    assert env["KCG_CLUSTER_SECRETS_NAMESPACE"] == "kube-cache-gateway"
+    assert env["KCG_CLUSTER_SECRET_COMMANDS"] == "argocd-k8s-auth"
+    assert "KCG_CLUSTER_SECRET_ALLOW" not in env, "nothing else allowed unless named"
     (role,) = by_kind(objs, "Role")
     assert role["metadata"]["namespace"] == "kube-cache-gateway"
     assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"],
@@ -285,9 +288,25 @@ def test_clusters_become_a_followed_file_and_secrets_a_role_in_the_release_names
     assert not by_kind(objects_of(), "Role"), "no Secret is readable by default"
 
 
+def test_cluster_secrets_in_a_namespace_of_their_own_are_the_only_secrets_readable():
+    objs = objects_of({"clusters": {"fromSecrets": True, "authnCluster": "prod",
+                                    "secretsNamespace": "kcg-clusters",
+                                    "secretAllow": ["proxy-url"]}})
+    roles = by_kind(objs, "Role") + by_kind(objs, "RoleBinding")
+    assert {o["metadata"]["namespace"] for o in roles} == {"kcg-clusters"}
+    (deployment,) = by_kind(objs, "Deployment")
+    env = {e["name"]: e.get("value") for e in
+           deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["KCG_CLUSTER_SECRETS_NAMESPACE"] == "kcg-clusters"
+    assert env["KCG_CLUSTER_SECRET_ALLOW"] == "proxy-url"
+
+
 @pytest.mark.parametrize("values, says", [
     ({"clusters": {"list": [{"name": "prod", "context": "prod"}]}}, "clusters.kubeconfigSecret"),
-    ({"clusters": {"fromSecrets": True}, "policy": {"deny": []}}, "secrets in policy.deny"),
+    ({"clusters": {"fromSecrets": True, "authnCluster": "x"}, "policy": {"deny": []}},
+     "secrets in policy.deny"),
+    ({"clusters": {"fromSecrets": True}}, "needs clusters.authnCluster"),
+    ({"clusters": {"secretCommands": ["aws"]}}, "need clusters.fromSecrets"),
 ])
 def test_clusters_that_cannot_work_fail_the_render_saying_why(values, says):
     with pytest.raises(render.HelmError) as failed:

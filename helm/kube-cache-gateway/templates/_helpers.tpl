@@ -77,6 +77,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- fail (printf "clusters.list: cluster %s names a context: set clusters.kubeconfigSecret to the Secret holding its kubeconfig" .name) }}
 {{- end }}
 {{- end }}
+{{- if and .Values.clusters.fromSecrets (not .Values.clusters.list) (eq .Values.authz.mode "kubernetes") (not .Values.clusters.authnCluster) }}
+{{- fail "clusters.fromSecrets without clusters.list needs clusters.authnCluster: the cluster whose API server reviews callers' tokens is the operator's choice, never whichever Secret comes first" }}
+{{- end }}
+{{- if and (or .Values.clusters.secretCommands .Values.clusters.secretAllow .Values.clusters.secretsNamespace) (not .Values.clusters.fromSecrets) }}
+{{- fail "clusters.secretsNamespace, secretCommands and secretAllow need clusters.fromSecrets" }}
+{{- end }}
 {{- if and .Values.clusters.fromSecrets (not (has "secrets" .Values.policy.deny)) }}
 {{- fail "clusters.fromSecrets needs secrets in policy.deny: the cluster Secrets hold the gateway's credentials to its clusters and must never be served" }}
 {{- end }}

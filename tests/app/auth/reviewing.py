@@ -27,8 +27,7 @@ def reviews(reviewer, clock=None, allow_ttl: float = 300.0, deny_ttl: float = 30
 def authenticator(reviewer, clock=None, wall=None, allow_ttl: float = 300.0, deny_ttl: float = 30.0,
                   **kw) -> TokenReviewAuthenticator:
     clock = clock or Clock()
-    return TokenReviewAuthenticator(reviewer, reviews(reviewer, clock, allow_ttl, deny_ttl),
-                                    deny_ttl=deny_ttl, clock=clock,
+    return TokenReviewAuthenticator(reviewer, deny_ttl=deny_ttl, clock=clock,
                                     wall_clock=wall or (lambda: 1.7e9), **kw)
 
 

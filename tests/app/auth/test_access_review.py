@@ -71,3 +71,51 @@ def test_denials_are_worded_as_the_api_server_words_them(attrs, message):
     if not attrs.path:
         assert error.body()["details"] == {k: v for k, v in (
             ("name", attrs.name), ("group", attrs.group), ("kind", attrs.resource)) if v}
+
+
+def test_impersonation_is_reviewed_part_by_part_in_the_cluster_asked():
+    from app.auth.identity import Impersonation
+
+    reviewer = TableReviewer(allowed={("alice", "impersonate", "*", "*")})
+    imp = Impersonation("system:serviceaccount:ns1:robot", ("ops",), "u-9",
+                        (("scopes", ("view",)),))
+    assert run(reviews(reviewer).impersonation(UserInfo("alice"), imp)) > 0
+    asked = [r["resourceAttributes"] for r in reviewer.access_reviews]
+    assert asked == [
+        {"verb": "impersonate", "group": "", "version": "", "resource": "serviceaccounts",
+         "namespace": "ns1", "name": "robot"},
+        {"verb": "impersonate", "group": "", "version": "", "resource": "groups", "name": "ops"},
+        {"verb": "impersonate", "group": "authentication.k8s.io", "version": "",
+         "resource": "userextras", "name": "view", "subresource": "scopes"},
+        {"verb": "impersonate", "group": "authentication.k8s.io", "version": "",
+         "resource": "uids", "name": "u-9"},
+    ]
+    assert all(r["user"] == "alice" for r in reviewer.access_reviews)
+
+
+def test_an_impersonation_not_allowed_is_a_403_naming_it():
+    from app.auth.identity import Impersonation
+
+    reviewer = TableReviewer(allowed={("alice", "impersonate", "users", "")})
+    with pytest.raises(StatusError) as info:
+        run(reviews(reviewer).impersonation(UserInfo("alice"), Impersonation("bob", ("system:masters",))))
+    assert info.value.code == 403
+    assert info.value.message == (
+        'groups "system:masters" is forbidden: User "alice" cannot impersonate resource "groups" '
+        'in API group "" at the cluster scope')
+
+
+def test_a_prefixed_cluster_is_asked_about_its_own_names_for_what_is_impersonated():
+    """A cluster that knows callers as c:NAME is asked whether c:alice may impersonate
+    c:system:masters (what the impersonated identity will be there), not the bare group."""
+    from app.auth.access_review import AccessReviews
+    from app.auth.identity import Impersonation
+
+    reviewer = TableReviewer(allowed={("c:alice", "impersonate", "users", "")})
+    prefixed = AccessReviews(reviewer, user_prefix="c:", group_prefix="c:")
+    with pytest.raises(StatusError) as info:
+        run(prefixed.impersonation(UserInfo("alice"), Impersonation("bob", ("system:masters",))))
+    asked = [(r["user"], r["resourceAttributes"]["resource"], r["resourceAttributes"]["name"])
+             for r in reviewer.access_reviews]
+    assert asked == [("c:alice", "users", "c:bob"), ("c:alice", "groups", "c:system:masters")]
+    assert 'groups "c:system:masters" is forbidden: User "c:alice"' in info.value.message

@@ -102,36 +102,19 @@ def test_audiences_are_asked_for_and_a_review_for_other_audiences_is_rejected():
     assert info.value.code == 401
 
 
-def test_impersonation_is_reviewed_part_by_part_and_then_acts_as_the_user():
-    reviewer = TableReviewer({"t": ALICE}, {("alice", "impersonate", "*", "*")})
+def test_an_impersonation_is_read_not_decided_each_cluster_decides():
+    """The identity names the user asked for and the caller behind it; whether the caller may
+    impersonate is asked of the cluster that holds the data (``AccessReviews.impersonation``),
+    never once here for every cluster."""
+    reviewer = TableReviewer({"t": ALICE})
     authn = authenticator(reviewer)
     imp = Impersonation("system:serviceaccount:ns1:robot", ("ops",), "u-9",
                         (("scopes", ("view",)),))
     identity = run(authn.authenticate(Credentials("t", imp)))
     assert identity.user.name == "system:serviceaccount:ns1:robot"
     assert identity.user.groups == ("ops", "system:authenticated")
-    assert identity.impersonator.name == "alice"
-    asked = [r["resourceAttributes"] for r in reviewer.access_reviews]
-    assert asked == [
-        {"verb": "impersonate", "group": "", "version": "", "resource": "serviceaccounts",
-         "namespace": "ns1", "name": "robot"},
-        {"verb": "impersonate", "group": "", "version": "", "resource": "groups", "name": "ops"},
-        {"verb": "impersonate", "group": "authentication.k8s.io", "version": "",
-         "resource": "userextras", "name": "view", "subresource": "scopes"},
-        {"verb": "impersonate", "group": "authentication.k8s.io", "version": "",
-         "resource": "uids", "name": "u-9"},
-    ]
-    assert all(r["user"] == "alice" for r in reviewer.access_reviews)
-
-
-def test_an_impersonation_not_allowed_is_a_403_naming_it():
-    reviewer = TableReviewer({"t": ALICE}, {("alice", "impersonate", "users", "")})
-    with pytest.raises(StatusError) as info:
-        run(authenticator(reviewer).authenticate(Credentials("t", Impersonation("bob", ("system:masters",)))))
-    assert info.value.code == 403
-    assert info.value.message == (
-        'groups "system:masters" is forbidden: User "alice" cannot impersonate resource "groups" '
-        'in API group "" at the cluster scope')
+    assert identity.impersonator.name == "alice" and identity.impersonation == imp
+    assert reviewer.access_reviews == [], "no access review in the identity cluster"
 
 
 def test_a_review_that_cannot_be_made_is_a_503_and_is_not_kept():

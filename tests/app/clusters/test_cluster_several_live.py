@@ -317,6 +317,13 @@ def test_a_malformed_file_at_start_is_exit_2_naming_the_line(tmp_path):
     assert out.stderr.startswith(f"error: {path}:3: cluster name 'arn:aws:eks:x' is not a DNS label")
 
 
+def _get_as(url: str, headers: dict) -> int:
+    try:
+        return httpx.get(url, headers=headers, timeout=5).status_code
+    except httpx.HTTPError:
+        return 0
+
+
 def _get(url: str, path: str) -> int:
     try:
         return httpx.get(url + path, timeout=5).status_code
@@ -349,7 +356,7 @@ def test_clusters_come_and_go_with_their_secrets_and_the_secrets_are_never_serve
                 "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
 
     path = f"/api/v1/namespaces/{ns}/secrets"
-    for name in ("lab", "edge", "ignored"):
+    for name in ("lab", "edge", "ignored", "evil"):
         a.delete(f"{path}/cluster-{name}")
     a.create(path, secret("lab", "b"))
     a.create(path, secret("ignored", "c", labelled=False))
@@ -359,7 +366,7 @@ def test_clusters_come_and_go_with_their_secrets_and_the_secrets_are_never_serve
     try:
         url = gw.url
         cms = "/api/v1/namespaces/team/configmaps"
-        wait_until(lambda: _get(url, f"/clusters/lab{cms}") == 200, 30, message="lab served")
+        # applied before the port served: no moment in which lab's paths answer 404
         assert _names(httpx.get(url + f"/clusters/lab{cms}")) == OBJECTS["b"]
         assert _names(httpx.get(url + cms)) == OBJECTS["b"], "the only cluster: the default"
         assert _get(url, "/clusters/ignored/api/v1") == 404, "not labelled: not a cluster"
@@ -375,9 +382,24 @@ def test_clusters_come_and_go_with_their_secrets_and_the_secrets_are_never_serve
         a.delete(f"{path}/cluster-lab")
         wait_until(lambda: _get(url, f"/clusters/lab{cms}") == 404, 30, message="lab removed")
         assert _get(url, f"/clusters/edge{cms}") == 200
+        # whoever may write a Secret there once made the gateway run any command
+        marker = tmp_path / "ran"
+        evil = secret("evil", "c")
+        config = {"execProviderConfig": {"command": "sh", "args": ["-c", f"touch {marker}"],
+                                         "apiVersion": "client.authentication.k8s.io/v1beta1"}}
+        evil["data"]["config"] = base64.b64encode(json.dumps(config).encode()).decode()
+        a.create(path, evil)
+        wait_until(lambda: "evil" in {c["name"] for c in httpx.get(url + "/clusters").json()
+                                      ["items"]}, 30, message="the Secret seen")
+        listed = {c["name"]: c for c in httpx.get(url + "/clusters").json()["items"]}
+        assert listed["evil"]["ready"] is False
+        assert listed["evil"]["message"].startswith("its Secret asks for what this gateway does "
+                                                    "not allow")
+        assert _get(url, f"/clusters/evil{cms}") == 503
+        assert not marker.exists(), "the command of a Secret never runs unless allowed"
     finally:
         gw.stop()
-        for name in ("lab", "edge", "ignored"):
+        for name in ("lab", "edge", "ignored", "evil"):
             a.delete(f"{path}/cluster-{name}")
 
 
@@ -447,6 +469,12 @@ def test_a_cluster_whose_api_server_stops_is_served_from_its_cache_and_slows_no_
             assert _names(answer) == OBJECTS["b"]
             assert answer.headers["warning"].startswith('299 - "cluster b: the cache of configmaps')
             assert int(answer.headers["age"]) >= 0
+            # the merged list names b as its own path does, in the same moment (it once went
+            # 20 s without a word while serving b's cached objects)
+            merged = http.get(f"/clusters/*{cms}")
+            assert merged.status_code == 200 and "b-1" in _names(merged)
+            assert '"cluster b: the cache of configmaps has not followed' in merged.headers["warning"]
+            assert int(merged.headers["age"]) >= 0
             during = statistics.median(took(f"/clusters/a{cms}") for _ in range(30))
             assert during < max(3 * before, 0.05), (before, during)
             assert "warning" not in http.get(f"/clusters/a{cms}").headers
@@ -670,3 +698,87 @@ def test_a_merged_stream_takes_in_a_cluster_back_or_added_and_lets_go_of_one_rem
             reader.close()
         if running is not None:
             running.stop()
+
+
+def test_impersonation_is_decided_by_the_cluster_that_holds_the_data(three, gateway):
+    """alice may impersonate in a (the identity cluster) and nowhere else. Checked in a alone,
+    `Impersonate-Group: system:masters` once read every cluster; now each cluster decides
+    with its own RBAC and names (c asks about c:alice and c:system:masters), and answers as
+    its own API server answers alice impersonating there."""
+    a = KubeAPI.for_cluster(three["a"])
+    role = f"/apis/{RBAC}/v1/clusterroles/kcg-several-impersonate"
+    a.delete(role)
+    a.create(f"/apis/{RBAC}/v1/clusterroles", {
+        "apiVersion": f"{RBAC}/v1", "kind": "ClusterRole",
+        "metadata": {"name": "kcg-several-impersonate"},
+        "rules": [{"apiGroups": [""], "resources": ["users", "groups"], "verbs": ["impersonate"]}]})
+    _bind(a, "kcg-several-impersonate", "kcg-several-impersonate", {"kind": "User", "name": "alice"})
+    masters = {"Impersonate-User": "bob", "Impersonate-Group": "system:masters"}
+    path = "/api/v1/namespaces/other/configmaps"
+    try:
+        with _client(gateway, three["a"].user.token) as http:
+            for name, cluster in three.items():
+                server = cluster.primary
+                with httpx.Client(verify=ssl.create_default_context(cafile=str(server.ca_file)),
+                                  timeout=30) as direct:
+                    token = cluster.user.token  # alice, as that cluster's API server knows her
+                    want = direct.get(server.url + path, headers={
+                        "Authorization": f"Bearer {token}", **masters}).status_code
+                got = http.get(f"/clusters/{name}{path}", headers=masters)
+                assert got.status_code == want == (200 if name == "a" else 403), (name, got.text)
+            merged = http.get(f"/clusters/*{path}", headers=masters)
+            assert merged.status_code == 200, merged.text
+            assert {i["metadata"]["annotations"]["kube-cache-gateway.io/cluster"]
+                    for i in merged.json()["items"]} == {"a"}, "b and c refuse: left out"
+            assert http.get(f"/clusters/c/version", headers=masters).status_code == 403
+    finally:
+        a.delete(f"/apis/{RBAC}/v1/clusterrolebindings/kcg-several-impersonate")
+        a.delete(role)
+
+
+def test_the_gateways_own_paths_are_reviewed_and_exist_at_the_top_only(three, gateway):
+    """/clusters/<unknown>/metrics and /clusters/*/metrics skipped the get /metrics review: now
+    every cluster prefix is 404 for the gateway's own paths, after authentication, and
+    /metrics is reviewed (alice may not get it, the admin may)."""
+    with _client(gateway, three["a"].user.token) as alice, \
+            _client(gateway, three["a"].admin.token) as admin:
+        assert alice.get("/metrics").status_code == 403
+        assert admin.get("/metrics").status_code == 200
+        for prefix in ("/clusters/b", "/clusters/zz", "/clusters/*"):
+            for path in ("/metrics", "/readyz", "/healthz", "/livez", "/clusters"):
+                assert alice.get(prefix + path).status_code == 404, prefix + path
+        with _client(gateway, "nope") as stranger:
+            assert stranger.get("/clusters/zz/metrics").status_code == 401, "401 first"
+
+
+def test_an_identity_cluster_removed_or_misnamed_answers_nobody(three, tmp_path):
+    """With the identity cluster a gone from the file, no caller is answered — no token, a's
+    alice, b's own admin — and b's reviewer is never made the identity (the default moves to
+    b); serve refuses a misspelt --authn-cluster at start."""
+    import sys
+
+    from app.settings import Settings
+    from control_plane.cluster import free_port
+
+    path = tmp_path / "clusters.yaml"
+    _write_clusters(path, three, tmp_path, names=("a", "b"))
+    out = subprocess.run([sys.executable, "-m", "app", "serve", "--clusters", str(path),
+                          "--authz", "kubernetes", "--authn-cluster", "typo"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "--authn-cluster typo: no cluster of that name" in out.stderr
+    gw = RunningGateway(Settings(port=free_port(), clusters=str(path), authz="kubernetes",
+                                 sync_timeout=30.0)).start()
+    cms = "/clusters/b/api/v1/namespaces/team/configmaps"
+    alice = {"Authorization": f"Bearer {three['a'].user.token}"}
+    try:
+        wait_until(lambda: _get_as(gw.url + cms, alice) == 200, 30,
+                   message="alice known by a, reading b (b lets her read everything)")
+        _write_clusters(path, three, tmp_path, names=("b",))
+        wait_until(lambda: set(gw.gateway.clusters) == {"b"}, 30, message="a removed")
+        for headers in ({}, alice, {"Authorization": f"Bearer {three['b'].admin.token}"}):
+            for where in (cms, "/api/v1/namespaces/team/configmaps", "/clusters", "/metrics"):
+                answer = httpx.get(gw.url + where, headers=headers, timeout=10)
+                assert answer.status_code == 503, (headers, where, answer.text)
+                assert "the identity cluster 'a' is not served" in answer.json()["message"]
+    finally:
+        gw.stop()

@@ -253,3 +253,22 @@ def test_a_configured_cluster_not_connected_is_named_and_a_stream_takes_it_in_wh
             assert tag == "late"
         finally:
             watch.close()
+
+
+def test_a_merged_list_names_a_cluster_whose_cache_is_not_following(tmp_path):
+    """As the cluster's own path does (``Age`` and a ``Warning`` naming it), in the same moment:
+    a merged list served b's cached objects for 20 s without a word."""
+    import time
+
+    fakes = {"a": _fake(apps=["a1"]), "b": _fake(apps=["b1"])}
+    with run_fake_clusters(fakes, tmp_path / "clusters.yaml") as gw:
+        url = "/clusters/*" + CM.format(ns="apps")
+        assert "warning" not in httpx.get(gw.url + url).headers
+        gw.gateway.clusters["b"].caches.stale_since = lambda entry: time.time() - 42
+        own = httpx.get(gw.url + "/clusters/b" + CM.format(ns="apps"))
+        merged = httpx.get(gw.url + url)
+        assert _items(merged) == [("a", "apps", "a1"), ("b", "apps", "b1")]
+        said = own.headers["warning"].split("; this answer")[0]  # its age may tick meanwhile
+        assert said in merged.headers["warning"]
+        assert '"cluster b: the cache of configmaps has not followed' in merged.headers["warning"]
+        assert int(merged.headers["age"]) >= 42

@@ -226,6 +226,29 @@ def test_a_merged_event_stream_resumes_from_last_event_id_with_exactly_the_misse
         unknown.close()
 
 
+def test_the_id_on_synced_resumes_every_cluster_exactly(three):
+    """An EventSource that reconnects before the first live event sends SYNCED's id: it once
+    named "" for every cluster (made before the state was sent), so the resume was RESET and
+    the whole state again. Now it names each cluster's position and resumes exactly."""
+    headers = {"Accept": "text/event-stream"}
+    reader = LineReader(three.url + MERGED, headers)
+    try:
+        reader.wait_for(lambda l: any(e.get("event") == "SYNCED" for e in sse_events(l)))
+        synced = [e for e in sse_events(reader.lines) if e.get("event") == "SYNCED"][0]
+    finally:
+        reader.close()
+    assert all(_versions(synced["id"]).values()), synced["id"]
+    three.fakes["c"].create(CM.format(ns="apps"), {"metadata": {"name": "c-after"}})
+    resumed = LineReader(three.url + MERGED, {**headers, "Last-Event-ID": synced["id"]})
+    try:
+        resumed.wait_for(lambda l: _sse_changes(l))
+        time.sleep(0.3)
+        assert _sse_changes(resumed.lines) == [("ADDED", "c", "c-after")]
+        assert not any(e.get("event") in ("RESET", "SYNCED") for e in sse_events(resumed.lines))
+    finally:
+        resumed.close()
+
+
 def test_a_cluster_added_while_open_comes_as_added_and_one_removed_as_deleted(three):
     three.fakes["d"] = _fake("d1", "d2")
     reader = LineReader(three.url + MERGED, {"Accept": "text/event-stream"})
