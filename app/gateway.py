@@ -29,6 +29,7 @@ from prometheus_client import generate_latest
 from app.auth.authentication import Authenticator, NoIdentityCluster, TokenReviewAuthenticator
 from app.auth.authorization import credentials_of
 from app.auth.policy import ResourcePolicy
+from app.auth.review_budget import AccessBudget
 from app.bridge import run_blocking
 from app.clusters.cluster import Cluster
 from app.clusters.config import ClusterSpec, default_of
@@ -79,10 +80,12 @@ class Gateway:
         self._retrying: asyncio.Task | None = None
         self.retry_every = RETRY_UNAVAILABLE_EVERY
         self.specs: dict[str, ClusterSpec] = {}  # how each cluster of a configuration connects
+        self._warned_bare: list[str] = []  # clusters last said to share the identity's names
         # clusters from a configuration (a file, Secrets): answers name their cluster
         self.several = bool(settings.clusters or settings.cluster_secrets)
         self.worker = worker  # app.process.supervisor.WorkerInfo when one of several processes
         self.policy = ResourcePolicy(settings.allow, settings.deny)
+        self.review_budget = AccessBudget()  # access reviews, one budget for every cluster
         # The identity cluster, pinned: --authn-cluster, else the default cluster of the first
         # configuration. It never moves to another cluster (a token minted in one cluster
         # must not start to stand for a caller of another when the default changes); while
@@ -185,7 +188,7 @@ class Gateway:
 
     def _join(self, cluster: Cluster) -> None:
         """What every cluster gets from the gateway: the policy, identity, its siblings' word."""
-        cluster.authorize_with(self.policy, self.authenticator)
+        cluster.authorize_with(self.policy, self.authenticator, self.review_budget)
         if self.peers is not None:
             cluster.caches.announce = lambda gvr, name=cluster.name: self._announce_load(name, gvr)
 
@@ -230,6 +233,7 @@ class Gateway:
             self._connect = connect
             if not self.identity_name and specs:
                 self.identity_name = default_of(specs).name  # pinned from now on
+            self._warn_of_shared_names(specs)
             wanted = {s.name: dataclasses.replace(s, default=False) for s in specs}
             changed = {n for n in self.clusters
                        if self.specs.get(n, wanted.get(n)) != wanted.get(n)}
@@ -280,6 +284,24 @@ class Gateway:
         await self.add(cluster)
         return True
 
+    def _warn_of_shared_names(self, specs: list[ClusterSpec]) -> None:
+        """Say, once per configuration, which clusters know callers by the identity cluster's
+        names: there a ServiceAccount of the identity cluster is the same-named one, and
+        ``system:authenticated`` every caller of every cluster."""
+        if self.settings.authz != "kubernetes":
+            return
+        bare = sorted(s.name for s in specs if s.name != self.identity_name
+                      and not s.user_prefix and not s.group_prefix)
+        if bare and bare != self._warned_bare:
+            log.warning(
+                "clusters %s know callers by the names the identity cluster %s gives them, "
+                "without userPrefix or groupPrefix: a ServiceAccount token of %s stands for "
+                "the same-named ServiceAccount there, and their bindings of "
+                "system:authenticated or system:serviceaccounts grant every caller of %s; "
+                "give each a prefix unless the clusters share their users on purpose",
+                ", ".join(bare), self.identity_name, self.identity_name, self.identity_name)
+        self._warned_bare = bare
+
     def _identity_missing(self) -> str:
         """Why no caller can be authenticated now: the identity cluster's state, by name only
         (a cause could carry an address or a plugin's output: those go to the log)."""
@@ -304,7 +326,7 @@ class Gateway:
             return
         self.authenticator = self._authenticator()
         for cluster in self.clusters.values():
-            cluster.authorize_with(self.policy, self.authenticator)
+            cluster.authorize_with(self.policy, self.authenticator, self.review_budget)
 
     async def _retry_unavailable(self) -> None:
         """Every ``retry_every`` seconds, connect again the clusters that could not be."""

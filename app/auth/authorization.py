@@ -42,7 +42,7 @@ from app.auth.authentication import Authenticator, Identity
 from app.auth.decisions import DecisionCache
 from app.auth.identity import Credentials, credentials_from_scope
 from app.auth.policy import ResourcePolicy
-from app.auth.review_budget import Buckets
+from app.auth.review_budget import AccessBudget
 from app.auth.reviews import ReviewError
 from app.http.context import context_of
 from app.kube.status import StatusError
@@ -98,8 +98,6 @@ def credentials_of(scope: dict) -> Credentials:
 # (version, names) of the cluster's namespaces, from the gateway's own cache.
 NamespaceSource = Callable[[], Awaitable[tuple[int, list[str]]]]
 _PARTITION_REVIEWS = 16  # concurrent reviews while a partition is computed
-_PARTITION_PER_USER = (100.0, 5_000.0)  # reviews a second, and the burst, per user
-_PARTITION_IN_ALL = (1_000.0, 20_000.0)  # the same for every user together
 
 
 class Authorization:
@@ -111,7 +109,8 @@ class Authorization:
 
     def __init__(self, policy: ResourcePolicy, authenticator: Authenticator | None = None,
                  access: AccessReviews | None = None,
-                 namespaces: NamespaceSource | None = None) -> None:
+                 namespaces: NamespaceSource | None = None,
+                 budget: AccessBudget | None = None) -> None:
         if (authenticator is None) != (access is None):
             raise ValueError("an authenticator and access reviews go together")
         self.policy = policy
@@ -123,11 +122,11 @@ class Authorization:
         # Grants of gets and lists by (identity, what they ask): see ``granted``.
         self.grants: DecisionCache[Grant] = DecisionCache(
             access.accesses.max_entries, access.accesses.clock) if access else DecisionCache(1)
-        # Reviews partitions may cost: a caller with no rights listing every resource of a
+        # Reviews callers may cause: a caller with no rights listing every resource of a
         # cluster of 2,000 namespaces cluster-wide would make one per namespace and resource
-        # every half minute (100k). Per user and in total, bursts then a steady rate.
-        self.partition_reviews = Buckets(*_PARTITION_PER_USER)
-        self.partition_reviews_total = Buckets(*_PARTITION_IN_ALL)
+        # every half minute (100k); a merged read, one per cluster. Per user and in total,
+        # bursts then a steady rate; the gateway's, shared by every cluster.
+        self.budget = budget if budget is not None else AccessBudget()
 
     @property
     def authenticates(self) -> bool:
@@ -260,8 +259,12 @@ class Authorization:
         lent = await self._impersonating(identity)
         if lent != math.inf:
             identity = identity._replace(expires=min(identity.expires, lent))
+        attrs = attributes(access)
+        key = (identity.user, attrs)
+        if self.access.accesses.peek(key) is None and not self.access.accesses.computing(key):
+            self.budget.take(identity.user.name, 1, access.describe())
         try:
-            until = await self.access.check(identity.user, attributes(access))
+            until = await self.access.check(identity.user, attrs)
         except StatusError as denied:
             if not self._partitionable(access, denied):
                 raise
@@ -293,16 +296,9 @@ class Authorization:
             cost = sum(1 for ns in names if reviews.accesses.peek(
                 (identity.user, attrs._replace(namespace=ns))) is None)
             if cost:
-                user = identity.user.name
-                if (self.partition_reviews.available(user) < cost
-                        or self.partition_reviews_total.available("") < cost):
-                    raise StatusError(
-                        429, f"finding the namespaces in which {access.describe()} is allowed "
-                             f"would take {cost} more access reviews than this gateway makes "
-                             f"for now; retry shortly, or ask for one namespace",
-                        "TooManyRequests", headers={"Retry-After": "5"})
-                self.partition_reviews.spend(user, cost)
-                self.partition_reviews_total.spend("", cost)
+                self.budget.take(identity.user.name, cost,
+                                 f"finding the namespaces in which {access.describe()} is "
+                                 f"allowed (or ask for one namespace)")
             answers = await asyncio.gather(*(allowed(ns) for ns in names))
             # the shorter time to live: a denial in the set may turn into an allowance
             return (frozenset(ns for ns, ok in zip(names, answers) if ok),

@@ -26,7 +26,7 @@ import anyio
 
 from app.kube.status import StatusError
 
-__all__ = ["Buckets", "ReviewBudget"]
+__all__ = ["AccessBudget", "Buckets", "ReviewBudget"]
 
 
 class ReviewBudget:
@@ -68,6 +68,39 @@ class ReviewBudget:
     def done(self) -> None:
         """Give back the place in line ``admit`` took."""
         self._queued -= 1
+
+
+class AccessBudget:
+    """How many access reviews callers may cause, per user and in all, across every cluster.
+
+    A decision not kept is a ``SubjectAccessReview``: a signed-in caller asking for ever new
+    namespaces, or a merged read of every cluster (one review per cluster, and per namespace
+    when a partition is computed), would otherwise make as many as they like. One budget for
+    the gateway, shared by every cluster's ``Authorization``: ten clusters give a caller no
+    more reviews than one. A set of reviews (a partition's namespaces) is taken whole or not
+    at all; past the budget, 429 with ``Retry-After``. Kept decisions never touch it.
+    """
+
+    def __init__(self, per_user: tuple[float, float] = (100.0, 5_000.0),
+                 in_all: tuple[float, float] = (1_000.0, 20_000.0),
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_user = Buckets(*per_user, clock=clock)
+        self.in_all = Buckets(*in_all, clock=clock)
+        self.refused = 0
+
+    def take(self, user: str, cost: int, what: str) -> None:
+        """Take ``cost`` reviews for ``user`` (``what`` they are for, said in the 429).
+
+        Raises:
+            StatusError: 429 when ``user``'s budget or everyone's cannot cover them.
+        """
+        if self.per_user.available(user) < cost or self.in_all.available("") < cost:
+            self.refused += 1
+            raise StatusError(429, f"{what} would take {cost} more access reviews than this "
+                                   f"gateway makes for now; retry shortly",
+                              "TooManyRequests", headers={"Retry-After": "5"})
+        self.per_user.spend(user, cost)
+        self.in_all.spend("", cost)
 
 
 def _too_many(message: str) -> StatusError:

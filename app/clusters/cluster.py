@@ -22,6 +22,7 @@ from app.auth.access_review import AccessReviews
 from app.auth.authentication import Authenticator
 from app.auth.authorization import Authorization
 from app.auth.policy import ResourcePolicy
+from app.auth.review_budget import AccessBudget
 from app.auth.reviews import ApiReviewer, Reviewer
 from app.cache.resources import ClusterCache
 from app.kube.status import StatusError
@@ -89,13 +90,15 @@ class Cluster:
     def discovery(self) -> Discovery:
         return self.factory.discovery
 
-    def authorize_with(self, policy: ResourcePolicy, authenticator: Authenticator | None) -> None:
+    def authorize_with(self, policy: ResourcePolicy, authenticator: Authenticator | None,
+                       budget: AccessBudget | None = None) -> None:
         """Decide reads of this cluster's data: ``policy``, then (when callers are
-        authenticated) the caller's rights here, by this cluster's own reviews."""
+        authenticated) the caller's rights here, by this cluster's own reviews, within the
+        gateway's ``budget`` of reviews."""
         partitioned = (self.settings.namespace_partitioned_lists and authenticator is not None)
         self.authorization = Authorization(
             policy, authenticator, self.access if authenticator is not None else None,
-            self._namespaces if partitioned else None)
+            self._namespaces if partitioned else None, budget)
 
     async def _namespaces(self) -> tuple[int, list[str]]:
         """(version, names) of this cluster's namespaces, from its own cache of them."""

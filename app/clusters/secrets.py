@@ -3,6 +3,10 @@
 A Secret labelled ``kube-cache-gateway.io/cluster: "true"`` in the gateway's own
 namespace names one cluster (``--cluster-secrets``)::
 
+    metadata:
+      annotations:                       # optional: how this cluster knows the callers
+        kube-cache-gateway.io/user-prefix: "oidc:"
+        kube-cache-gateway.io/group-prefix: "oidc:"
     data:
       name:   prod                       # a DNS label: it is used in paths
       server: https://prod.example:6443
@@ -68,8 +72,13 @@ def spec_of_secret(secret: dict) -> ClusterSpec:
         raise ClustersError(f"{where}: data.config is not JSON") from None
     if not isinstance(config, dict):
         raise ClustersError(f"{where}: data.config must be a JSON object")
+    annotations = meta.get("annotations") or {}
+    prefixes = [annotations.get(f"{LABEL.rpartition('/')[0]}/{key}", "")
+                for key in ("user-prefix", "group-prefix")]
+    if not all(isinstance(p, str) for p in prefixes):
+        raise ClustersError(f"{where}: the prefix annotations must be strings")
     return ClusterSpec(name, server=server, config=json.dumps(config, sort_keys=True),
-                       source=where)
+                       user_prefix=prefixes[0], group_prefix=prefixes[1], source=where)
 
 
 def specs_of_secrets(secrets: list[dict]) -> list[ClusterSpec]:

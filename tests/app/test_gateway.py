@@ -191,3 +191,44 @@ def test_one_cluster_that_cannot_be_asked_never_stops_a_prewarming_gateway(tmp_p
             assert not gw.gateway.clusters[name].caches.prewarm_ready(), name
         wait_until(lambda: gw.gateway.clusters["slow"].caches.prewarm_ready(), 30,
                    message="the slow cluster resolved and synced in the background")
+
+
+def test_clusters_sharing_the_identity_clusters_names_are_named_once_at_start(tmp_path, caplog):
+    """Without prefixes a ServiceAccount token of the identity cluster stands for the
+    same-named ServiceAccount everywhere, and system:authenticated for every caller of it."""
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="kube-cache-gateway")
+    path = tmp_path / "clusters.yaml"
+    fakes = {"a": _fake(), "b": _fake(), "c": _fake(), "d": _fake()}
+    with run_fake_clusters(fakes, path, reviewers=_reviewers(*fakes), authz="kubernetes") as gw:
+        clusters_file(path, list(fakes), c={"userPrefix": "c:", "groupPrefix": "c:"},
+                      d={"groupPrefix": "d:"})
+        wait_until(lambda: gw.gateway.specs.get("c") and gw.gateway.specs["c"].user_prefix, 10,
+                   message="the prefixes applied")
+    said = [r.getMessage() for r in caplog.records if "know callers by the names" in r.getMessage()]
+    assert said[0].startswith("clusters b, c, d know callers by the names the identity cluster a")
+    assert said[1].startswith("clusters b know callers by the names the identity cluster a")
+    assert len(said) == 2, "once per configuration"
+
+
+def test_access_reviews_are_one_budget_for_every_cluster(tmp_path):
+    """A merged read costs a review per cluster (and per namespace with partitions): those
+    were outside any budget. Now every review a caller causes, in any cluster, is taken from
+    one budget of the gateway's; past it 429 with Retry-After, and kept decisions still answer."""
+    from app.auth.review_budget import Buckets
+
+    names = ["a", "b", "c", "d", "e"]
+    fakes = {n: _fake(f"in-{n}") for n in names}
+    with run_fake_clusters(fakes, tmp_path / "clusters.yaml", reviewers=_reviewers(*names),
+                           authz="kubernetes") as gw, \
+            httpx.Client(base_url=gw.url, headers={"Authorization": "Bearer t-alice"}) as http:
+        budget = gw.gateway.review_budget
+        assert all(c.authorization.budget is budget for c in gw.gateway.clusters.values())
+        budget.per_user = Buckets(0.001, 3.0)  # three reviews, then (almost) none
+        merged = http.get("/clusters/*" + CM)
+        assert merged.status_code == 429 and merged.headers["retry-after"], merged.text
+        assert "more access reviews than this gateway makes for now" in merged.json()["message"]
+        decided = [n for n in names if http.get(f"/clusters/{n}" + CM).status_code == 200]
+        assert len(decided) == 3, "the three reviews made are kept; the others are refused"
+        assert http.get(f"/clusters/{decided[0]}" + CM).status_code == 200, "kept: no review"

@@ -65,3 +65,13 @@ def test_two_secrets_naming_one_cluster_serve_the_one_created_first(caplog):
     said = [r.getMessage() for r in caplog.records]
     assert ("Secret kcg/0-takeover is not served: it names cluster prod, which Secret "
             "kcg/a-prod, created before it, names already") in said
+
+
+def test_a_secrets_cluster_may_know_callers_by_prefixed_names():
+    secret = _secret(name="prod", server="https://prod.example:6443")
+    secret["metadata"]["annotations"] = {"kube-cache-gateway.io/user-prefix": "oidc:",
+                                         "kube-cache-gateway.io/group-prefix": "g:"}
+    spec = spec_of_secret(secret)
+    assert (spec.user_prefix, spec.group_prefix) == ("oidc:", "g:")
+    assert spec != spec_of_secret(_secret(name="prod", server="https://prod.example:6443")), \
+        "a prefix changed is a connection changed: its decisions start over"
