@@ -362,7 +362,10 @@ def test_clusters_come_and_go_with_their_secrets_and_the_secrets_are_never_serve
     a.create(path, secret("ignored", "c", labelled=False))
     settings = Settings(port=free_port(), kubeconfig=str(three["a"].kubeconfig),
                         serviceaccount_dir=str(account), cluster_secrets=True)
-    gw = RunningGateway(settings).start()
+    # the gateway's own client, as serve loads it: once the first Secret's cluster (the
+    # default) was connected with it, and /clusters/lab/ served a's objects
+    own = three["a"].api_client()
+    gw = RunningGateway(settings, api_client=own).start()
     try:
         url = gw.url
         cms = "/api/v1/namespaces/team/configmaps"
@@ -397,8 +400,12 @@ def test_clusters_come_and_go_with_their_secrets_and_the_secrets_are_never_serve
                                                     "not allow")
         assert _get(url, f"/clusters/evil{cms}") == 503
         assert not marker.exists(), "the command of a Secret never runs unless allowed"
+        ready = httpx.get(url + "/readyz?verbose").text
+        assert "[+]cluster-evil-connected excluded\n" in ready and "exec" not in ready, \
+            "an open probe names the check, never the cause"
     finally:
         gw.stop()
+        own.close()
         for name in ("lab", "edge", "ignored", "evil"):
             a.delete(f"{path}/cluster-{name}")
 
@@ -782,3 +789,39 @@ def test_an_identity_cluster_removed_or_misnamed_answers_nobody(three, tmp_path)
                 assert "the identity cluster 'a' is not served" in answer.json()["message"]
     finally:
         gw.stop()
+
+
+def test_one_cluster_that_does_not_answer_never_stops_a_prewarming_serve(three, tmp_path):
+    """serve --clusters with a cluster whose API server does not answer and --prewarm exited 1
+    ('Application startup failed': pre-warm -> discovery -> ConnectionError): now that cluster
+    is not ready, the others serve, and the gateway is ready."""
+    import sys
+
+    from control_plane.cluster import free_port
+
+    path = tmp_path / "clusters.yaml"
+    _write_clusters(path, three, tmp_path, names=("a", "b"))
+    config = yaml.safe_load(path.read_text())
+    gone = yaml.safe_load(three["b"].write_kubeconfig(tmp_path / "gone.kubeconfig",
+                                                      three["b"].admin).read_text())
+    gone["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"  # no one
+    (tmp_path / "gone.kubeconfig").write_text(yaml.safe_dump(gone))
+    config["clusters"].append({"name": "gone", "kubeconfig": str(tmp_path / "gone.kubeconfig")})
+    path.write_text(yaml.safe_dump(config))
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--clusters", str(path),
+                             "--port", str(port), "--prewarm", "pods,configmaps"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _get(url, "/readyz") == 200 or proc.poll() is not None, 60,
+                   message="serving, or ended")
+        assert proc.poll() is None, "one cluster that does not answer stops nothing"
+        assert _names(httpx.get(url + "/clusters/b/api/v1/namespaces/team/configmaps")) == \
+            OBJECTS["b"]
+        listed = {c["name"]: c for c in httpx.get(url + "/clusters").json()["items"]}
+        assert listed["gone"]["ready"] is False and listed["a"]["ready"] is True
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    assert "Application startup failed" not in out, out[-2000:]
