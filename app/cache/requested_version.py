@@ -7,8 +7,9 @@ server's watch cache waits, up to three seconds for the watch to bring it, then
 answers what the API server answers: 504, reason ``Timeout``, "Too large
 resource version", ``Retry-After: 1``.
 
-``resourceVersionMatch`` (lists only) is checked with the API server's rules
-and words (422). ``NotOlderThan`` is the same as a bare version. ``Exact`` is
+``resourceVersionMatch`` and ``sendInitialEvents`` are checked with the rules and
+words of API servers since 1.27 (422): on a watch, only the watch-list form
+(``sendInitialEvents`` with ``NotOlderThan``, ``app.streams.watch``). ``NotOlderThan`` is the same as a bare version. ``Exact`` is
 answered when the view is at exactly that version — a list asked again at the
 version it was first answered at, nothing having changed since; any older
 version is history the cache does not keep: 410 ``Expired``, list again.
@@ -27,36 +28,66 @@ FRESHNESS_WAIT = 3.0  # seconds, the API server watch cache's own bound
 _MATCHES = ("Exact", "NotOlderThan", "")
 
 
-def _invalid(message: str, cause: str) -> StatusError:
-    return StatusError(422, f'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: {message}',
-                       "Invalid", {"group": "meta.k8s.io", "kind": "ListOptions", "causes": [
-                           {"reason": cause, "message": message, "field": "resourceVersionMatch"}]})
+def _invalid(errors: list[tuple[str, str, str]]) -> StatusError:
+    """The API server's 422 for ``ListOptions``: each error (field, message, cause reason)
+    said as its field errors are aggregated (one alone, several in brackets)."""
+    said = [f"{where}: {message}" for where, message, _ in errors]
+    text = said[0] if len(said) == 1 else "[" + ", ".join(said) + "]"
+    return StatusError(422, f'ListOptions.meta.k8s.io "" is invalid: {text}', "Invalid",
+                       {"group": "meta.k8s.io", "kind": "ListOptions", "causes": [
+                           {"reason": cause, "message": message, "field": where}
+                           for where, message, cause in errors]})
+
+
+_FORBIDDEN, _NOT_SUPPORTED = "FieldValueForbidden", "FieldValueNotSupported"
+_MATCH = "resourceVersionMatch"
 
 
 def check_list_options(query: Query) -> None:
-    """``resourceVersionMatch`` as the API server validates it for a list or watch.
+    """``resourceVersionMatch`` and ``sendInitialEvents`` as API servers since 1.27 validate
+    them for a list or a watch (apimachinery's ``ValidateListOptions``, the WatchList feature
+    on), every error at once.
 
     Raises:
         StatusError: 422 ``Invalid``, in the API server's words.
     """
-    match = query.resource_version_match
-    if not match:
+    match, initial = query.resource_version_match, query.send_initial_events
+    if not match and initial is None:
         return
-    if match not in _MATCHES:
-        raise _invalid(f'Unsupported value: "{match}": supported values: "Exact", '
-                       f'"NotOlderThan", ""', "FieldValueNotSupported")
+    errors: list[tuple[str, str, str]] = []
     if query.watch:
-        raise _invalid("Forbidden: resourceVersionMatch is forbidden for watch",
-                       "FieldValueForbidden")
-    if not query.resource_version:
-        raise _invalid("Forbidden: resourceVersionMatch is forbidden unless resourceVersion is "
-                       "provided", "FieldValueForbidden")
-    if query.continue_key:
-        raise _invalid("Forbidden: resourceVersionMatch is forbidden when continue is provided",
-                       "FieldValueForbidden")
-    if match == "Exact" and query.resource_version == "0":
-        raise _invalid('Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion '
-                       '"0"', "FieldValueForbidden")
+        if initial is not None and match != "NotOlderThan":
+            errors.append((_MATCH, "Forbidden: sendInitialEvents requires setting "
+                                   "resourceVersionMatch to NotOlderThan", _FORBIDDEN))
+        if match:
+            if initial is None:
+                errors.append((_MATCH, "Forbidden: resourceVersionMatch is forbidden for watch "
+                                       "unless sendInitialEvents is provided", _FORBIDDEN))
+            if match != "NotOlderThan":
+                errors.append((_MATCH, f'Unsupported value: "{match}": supported values: '
+                                       f'"NotOlderThan"', _NOT_SUPPORTED))
+            if query.continue_key:
+                errors.append((_MATCH, "Forbidden: resourceVersionMatch is forbidden when "
+                                       "continue is provided", _FORBIDDEN))
+    else:
+        if match:
+            if not query.resource_version:
+                errors.append((_MATCH, "Forbidden: resourceVersionMatch is forbidden unless "
+                                       "resourceVersion is provided", _FORBIDDEN))
+            if query.continue_key:
+                errors.append((_MATCH, "Forbidden: resourceVersionMatch is forbidden when "
+                                       "continue is provided", _FORBIDDEN))
+            if match not in _MATCHES:
+                errors.append((_MATCH, f'Unsupported value: "{match}": supported values: '
+                                       f'"Exact", "NotOlderThan", ""', _NOT_SUPPORTED))
+            if match == "Exact" and query.resource_version == "0":
+                errors.append((_MATCH, 'Forbidden: resourceVersionMatch "exact" is forbidden '
+                                       'for resourceVersion "0"', _FORBIDDEN))
+        if initial is not None:
+            errors.append(("sendInitialEvents", "Forbidden: sendInitialEvents is forbidden for "
+                                                "list", _FORBIDDEN))
+    if errors:
+        raise _invalid(errors)
 
 
 def too_large(requested: int, current: int) -> StatusError:

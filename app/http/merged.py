@@ -43,7 +43,7 @@ from starlette.responses import Response
 from app.auth.authorization import Access
 from app.auth.reviews import ReviewError
 from app.cache.answer_age import staleness, warning_header
-from app.cache.requested_version import fresh_enough
+from app.cache.requested_version import check_list_options, fresh_enough
 from app.clusters.merging import (CLUSTER_ANNOTATION, decode_versions, encode_versions, tagged,
                                   tagged_dict)
 from app.http.resources import check_scope, select_consistent
@@ -146,6 +146,8 @@ async def merged_endpoint(request: Request) -> Response:
     query, names, asked_version = _query(raw, gateway)
     accept = negotiate(request.headers.get("accept"), allow_sse=True)
     warnings = _absent(gateway, names)
+    if query.watch:
+        check_list_options(query)  # the watch-list form alone (the version is the token)
     if query.watch or accept.kind == "sse":
         return await _stream(request, gateway, target, query, accept, names, asked_version,
                              warnings)
@@ -267,10 +269,13 @@ async def _stream(request: Request, gateway: Any, target: Any, query: Query, acc
                              else (query.fields_text, query.fields_paths), unknown)
     else:
         fmt, resume = MergedWatch(accept, query, settings.bookmark_interval), asked
+    least = None
+    if query.send_initial_events:  # a watch-list: the state, not older than the token
+        resume, least = None, asked
     if names is not None:
         _chosen(gateway, names)  # 404 or 503 naming a cluster not served
     return await open_merged_stream(gateway, request, target, query, names, attach, fmt, resume,
-                                    warnings)
+                                    warnings, least)
 
 
 def _query(raw: bytes, gateway: Any) -> tuple[Query, list[str] | None, dict[str, str] | None]:

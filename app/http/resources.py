@@ -101,7 +101,7 @@ async def resource_endpoint(request: Request) -> Response:
     if scope_ns is not None and namespace not in (None, scope_ns):
         raise forbidden(f"this gateway caches only the namespace {scope_ns!r}",
                         resource=resource.resource, group=resource.group)
-    if target.name is None:
+    if target.name is None or query.watch:
         check_list_options(query)
     selection = Selection(namespace, query.labels, query.fields, grant.namespaces, query.filters)
     if query.watch:

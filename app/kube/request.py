@@ -158,7 +158,8 @@ class Query:
     continue_key: str | None = None
     watch: bool = False
     resource_version: str = ""
-    resource_version_match: str = ""  # "", NotOlderThan or Exact (checked for lists only)
+    resource_version_match: str = ""  # "", NotOlderThan or Exact (app.cache.requested_version)
+    send_initial_events: bool | None = None  # watch-list (KEP-3157): None when not given
     timeout_seconds: int | None = None
     allow_bookmarks: bool = False
     include_object: str = "Metadata"
@@ -291,6 +292,8 @@ def _parse_query(query_string: str) -> Query:
                  continue_key=values.get("continue") or None, watch=watch,
                  resource_version=rv,
                  resource_version_match=values.get("resourceVersionMatch", ""),
+                 send_initial_events=(_go_bool("sendInitialEvents", values["sendInitialEvents"])
+                                      if "sendInitialEvents" in values else None),
                  timeout_seconds=timeout, allow_bookmarks=bookmarks,
                  include_object=include, label_text=str(labels), field_text=str(fields),
                  filters=filters, ordering=ordering, fields_paths=fields_paths,

@@ -39,6 +39,7 @@ changed (410: list again), a cluster's events coming faster than the client read
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import time
@@ -51,7 +52,7 @@ from starlette.responses import Response, StreamingResponse
 
 from app.cache.answer_age import warning_header
 from app.cache.hub import Event, EventHub, Subscriber, parse_rv
-from app.cache.requested_version import FRESHNESS_WAIT
+from app.cache.requested_version import FRESHNESS_WAIT, fresh_enough
 from app.clusters.merging import CLUSTER_ANNOTATION, encode_versions, tagged, tagged_dict
 from app.kube.request import Accept, Query
 from app.kube.status import StatusError, status_body
@@ -59,6 +60,7 @@ from app.kube.table import table_bytes
 from app.query.projection import Projection
 from app.query.selection import Selection
 from app.streams.pipeline import RECHECK_AT_MOST_EVERY, StreamBody, pieces
+from app.streams.watch import INITIAL_EVENTS_END
 from informer_core.encoded import EncodedObject
 
 __all__ = ["RETRY_EVERY", "MergedSSE", "MergedWatch", "open_merged_stream"]
@@ -185,6 +187,8 @@ class MergedStream:
                     expired.append(name)
                 else:
                     member.at = at
+            elif fmt.without_state:  # a watch from now (sendInitialEvents=false)
+                start, member.at = ([], 0), fmt.position(member.hub)
             begun.append((member, start))
             self.members[name] = member
         self.members = dict(sorted(self.members.items()))
@@ -214,9 +218,10 @@ class MergedStream:
                     chunks.append([fmt.events(self, member, missed)])
             member.hub.subscribe(member.subscriber)
             member.sent_seq = member.subscriber.after_seq
-        if fresh and fmt.restarts:
+        if fresh:
             # made when it is sent, after every state: its id then names where each cluster
-            # stands (made now, it named "" for every cluster, and no resume took it)
+            # stands (made now, it named "" for every cluster, and no resume took it); an
+            # event stream's SYNCED, a watch-list's initial-events-end bookmark
             chunks.append(self._synced())
         return (chunk for part in chunks for chunk in part)
 
@@ -408,8 +413,10 @@ class MergedStream:
 
 async def open_merged_stream(gateway: Any, request: Request, target: Any, query: Query,
                              names: list[str] | None, attach: Attach, fmt: Any,
-                             resume: dict[str, str] | None, warnings: list[str]) -> Response:
-    """Admit and start a merged stream (see the module).
+                             resume: dict[str, str] | None, warnings: list[str],
+                             not_older_than: dict[str, str] | None = None) -> Response:
+    """Admit and start a merged stream (see the module); ``not_older_than``: each cluster's
+    version its first state must have reached (a watch-list's token).
 
     Raises:
         StatusError: 404 when no cluster serves the resource, 403 when the caller may read
@@ -438,6 +445,10 @@ async def open_merged_stream(gateway: Any, request: Request, target: Any, query:
             at = stream.resume.get(found.cluster.name, "")
             if at.isdigit() and parse_rv(at) > hub.rv:
                 await hub.placed(parse_rv(at), FRESHNESS_WAIT)
+            least = (not_older_than or {}).get(found.cluster.name, "")
+            if least.isdigit():  # a watch-list's state: not older than the token, as a list
+                await fresh_enough(hub, dataclasses.replace(query, resource_version=least),
+                                   listing=False)
             await found.entry.queries.warm(hub, stream.selection(found.grant))
             await hub.between_bursts()
     except BaseException:
@@ -475,6 +486,7 @@ class MergedWatch:
 
     def __init__(self, accept: Accept, query: Query, bookmark_interval: float) -> None:
         self.accept, self.query = accept, query
+        self.without_state = query.send_initial_events is False  # live events only
         self._table_headers_sent = False
         self._interval = bookmark_interval
         self._next_bookmark = (time.monotonic() + bookmark_interval if query.allow_bookmarks
@@ -526,7 +538,18 @@ class MergedWatch:
                                    token) for o in objects)
 
     def synced(self, stream: MergedStream, name: str) -> bytes | None:
-        return None
+        """After the whole first state of a watch-list: its bookmark, at the stream's token
+        (a cluster taken in later has no end to mark: its objects come as live events)."""
+        if name or not (self.query.send_initial_events and self.query.allow_bookmarks):
+            return None
+        member = next(iter(stream.members.values()), None)
+        if member is None:
+            return None  # nothing reached yet: there is no state to end
+        res = member.entry.resource
+        return orjson.dumps({"type": "BOOKMARK", "object": {
+            "kind": res.kind, "apiVersion": res.api_version,
+            "metadata": {"resourceVersion": stream.token(),
+                         "annotations": {INITIAL_EVENTS_END: "true"}}}}) + b"\n"
 
     def events(self, stream: MergedStream, member: Member, batch: list[tuple[Event, str]]) -> bytes:
         project = self._projection(member)
@@ -580,6 +603,7 @@ class MergedSSE:
     """A merged stream as Server-Sent Events: every id is the stream's token."""
 
     name = "sse"
+    without_state = False
     media_type = "text/event-stream"
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"}
     restarts = True  # a position too old: RESET, and the whole state again

@@ -10,6 +10,16 @@ that no point covers) gets an ``ERROR`` event with a 410 ``Status``
 come every ``bookmark_interval`` seconds when asked for; ``timeoutSeconds``
 ends the stream. A subscriber too slow to keep up is disconnected (as the API
 server's watch cache does) and resumes from its last version.
+
+Watch-list (KEP-3157; what every client-go 1.35 reflector asks first):
+``sendInitialEvents=true&resourceVersionMatch=NotOlderThan`` sends the selected
+state as ``ADDED`` events — at least as new as ``resourceVersion`` when one is
+given (waited for as a list waits) — then, with ``allowWatchBookmarks``, one
+``BOOKMARK`` annotated ``k8s.io/initial-events-end: "true"`` at the state's
+version, then live events: the client has its list and its watch from one
+request. ``sendInitialEvents=false`` is a watch without the state: from
+``resourceVersion``, or from now without one. Other combinations are the API
+server's 422 (``app.cache.requested_version``).
 """
 
 from __future__ import annotations
@@ -22,15 +32,16 @@ from starlette.responses import Response
 
 from app.cache.resources import ResourceCache
 from app.cache.hub import Event, Subscriber, frames, parse_rv
-from app.cache.requested_version import FRESHNESS_WAIT
+from app.cache.requested_version import FRESHNESS_WAIT, fresh_enough
 from app.query.projection import Projection
 from app.kube.request import Accept, Query
 from app.kube.status import StatusError, status_body
 from app.kube.table import table_bytes
 
-__all__ = ["WatchEncoder"]
+__all__ = ["INITIAL_EVENTS_END", "WatchEncoder"]
 
 _CHUNK = 256  # objects per write of the initial state
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"  # the annotation of watch-list's bookmark
 
 
 def _error_line(code: int, message: str, reason: str) -> bytes:
@@ -60,6 +71,9 @@ class WatchEncoder:
         raise StatusError(429, message, "TooManyRequests", headers={"Retry-After": "1"})
 
     async def catch_up(self, entry: ResourceCache) -> None:
+        if self.query.send_initial_events:  # a state not older than the version: as a list
+            await fresh_enough(entry.hub, self.query, listing=False)
+            return
         version = parse_rv(self.query.resource_version)
         if version > entry.hub.rv:
             await entry.hub.placed(version, FRESHNESS_WAIT)
@@ -72,9 +86,21 @@ class WatchEncoder:
         if self.query.fields_paths is not None and self.accept.kind != "table":
             self.projection = entry.queries.projection(self.query.fields_text, self.query.fields_paths)
         version = self.query.resource_version
-        if version in ("", "0"):
+        initial = self.query.send_initial_events
+        if initial or (initial is None and version in ("", "0")):
             objects = entry.queries.snapshot(hub, subscriber.selection)
-            return (self.snapshot(objects[i:i + _CHUNK]) for i in range(0, len(objects), _CHUNK)), True
+            # the state's version: where the client's informer stands once it has the state
+            end = (hub.exact if hub.exact is not None else hub.rv) if initial else None
+
+            def state() -> Iterable[bytes]:
+                for i in range(0, len(objects), _CHUNK):
+                    yield self.snapshot(objects[i:i + _CHUNK])
+                if end is not None and self.query.allow_bookmarks:
+                    yield self.bookmark(end, initial_events_end=True)
+
+            return state(), True
+        if version in ("", "0"):  # sendInitialEvents=false: from now, without the state
+            return [], True
         events = hub.events_after_rv(parse_rv(version), watch=True)
         if events is None and hub.ahead_of(parse_rv(version)):
             subscriber.since = parse_rv(version)  # given by another process: it is ahead
@@ -130,10 +156,12 @@ class WatchEncoder:
         self.headers_sent = True
         return b'{"type":"' + kind.encode() + b'","object":' + table + b"}\n"
 
-    def bookmark(self, rv: int) -> bytes:
+    def bookmark(self, rv: int, initial_events_end: bool = False) -> bytes:
         res = self.entry.resource
+        meta: dict = {"resourceVersion": str(rv)}
+        if initial_events_end:
+            meta["annotations"] = {INITIAL_EVENTS_END: "true"}
         return orjson.dumps({"type": "BOOKMARK", "object": {
-            "kind": res.kind, "apiVersion": res.api_version,
-            "metadata": {"resourceVersion": str(rv)}}}) + b"\n"
+            "kind": res.kind, "apiVersion": res.api_version, "metadata": meta}}) + b"\n"
 
 

@@ -132,8 +132,14 @@ def test_an_exact_list_is_answered_at_the_version_it_names_or_410(kube, gateway,
     ("resourceVersionMatch=NotOlderThan&resourceVersion=5&limit=1&continue=abc",
      "Forbidden: resourceVersionMatch is forbidden when continue is provided",
      "FieldValueForbidden"),
+    # as API servers since 1.27 answer (the WatchList feature on: the 1.20 API server of the
+    # suite said "resourceVersionMatch is forbidden for watch"), from apimachinery's rules
     ("watch=1&resourceVersionMatch=NotOlderThan&resourceVersion=5",
-     "Forbidden: resourceVersionMatch is forbidden for watch", "FieldValueForbidden"),
+     "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is "
+     "provided", "FieldValueForbidden"),
+    ("watch=1&sendInitialEvents=true",
+     "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+     "FieldValueForbidden"),
 ])
 def test_resource_version_match_is_checked_as_the_api_server_checks_it(http, cm_path, query,
                                                                         message, cause):
@@ -163,3 +169,21 @@ def test_the_hub_wakes_waiters_when_their_version_arrives_and_forgets_the_rest()
         assert await hub.reached(3, timeout=0.01) is True  # already there: no waiting
 
     asyncio.run(scenario())
+
+
+def test_watch_list_combinations_the_api_server_refuses_are_its_422(http, cm_path):
+    """Every error at once, aggregated as apimachinery's field errors are."""
+    both = http.get(f"{cm_path}?watch=1&sendInitialEvents=true&resourceVersionMatch=Exact")
+    assert both.status_code == 422
+    assert both.json()["message"] == (
+        'ListOptions.meta.k8s.io "" is invalid: [resourceVersionMatch: Forbidden: '
+        'sendInitialEvents requires setting resourceVersionMatch to NotOlderThan, '
+        'resourceVersionMatch: Unsupported value: "Exact": supported values: "NotOlderThan"]')
+    assert [c["reason"] for c in both.json()["details"]["causes"]] == [
+        "FieldValueForbidden", "FieldValueNotSupported"]
+    listed = http.get(f"{cm_path}?sendInitialEvents=true")
+    assert listed.status_code == 422
+    assert listed.json()["details"]["causes"] == [{
+        "reason": "FieldValueForbidden", "field": "sendInitialEvents",
+        "message": "Forbidden: sendInitialEvents is forbidden for list"}]
+    assert http.get(f"{cm_path}?watch=1&sendInitialEvents=yes").status_code == 400

@@ -300,3 +300,42 @@ def test_kubectl_wait_for_delete_sees_the_deletion_through_the_gateway(gateway, 
             waiting.communicate()
     assert waiting.returncode == 0, err
     assert "configmap/doomed" in out  # "deleted" (kubectl 1.35), "condition met" (1.20)
+
+
+def _statuses(stderr: str) -> list[tuple[str, int]]:
+    """(URL, status) of each response kubectl -v=6 logged, in either of its log formats."""
+    found = [(u, int(c)) for u, c in re.findall(r'url="([^"]+)" status="(\d{3})', stderr)]
+    found += [(u, int(c)) for u, c in re.findall(r"GET (\S+) (\d{3}) ", stderr)]
+    return found
+
+
+def test_kubectl_135_waits_and_follows_rollouts_without_a_refused_request(gateway, kube,
+                                                                         namespace, demo):
+    """kubectl 1.35's wait and rollout status watch as client-go 1.35 does, watch-list first:
+    the gateway once answered that 422 (as the 1.20 API server it copied), so each command
+    began with a refused request and a fallback LIST. Counted with -v=6: none refused."""
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    kube.create(path, {"metadata": {"name": "doomed"}})
+    binary = str(kubectl_at("1.35"))
+    waiting = subprocess.Popen([binary, "--server", gateway.url, "-v=6", "wait", "--for=delete",
+                                "configmap/doomed", "-n", namespace, "--timeout=30s"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        kube.delete(f"{path}/doomed")
+        out, err = waiting.communicate(timeout=40)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.communicate()
+    assert waiting.returncode == 0, err[-3000:]
+    rollout = subprocess.run([binary, "--server", gateway.url, "-v=6", "rollout", "status",
+                              "deployment/web", "-n", "demo-shop", "--timeout=20s"],
+                             capture_output=True, text=True, timeout=40)
+    assert rollout.returncode == 0, rollout.stderr[-3000:]
+    for said in (err, rollout.stderr):
+        answered = _statuses(said)
+        assert answered, said[-2000:]
+        assert [a for a in answered if a[1] >= 400] == [], answered
+        assert any("sendInitialEvents=true" in u for u, _ in answered), \
+            "kubectl 1.35 asked for a watch-list and was answered"

@@ -249,6 +249,39 @@ def test_the_id_on_synced_resumes_every_cluster_exactly(three):
         resumed.close()
 
 
+def test_a_merged_watch_list_sends_every_clusters_state_then_its_end_then_live_events(three):
+    """client-go's watch-list under /clusters/*/: the state of every cluster as ADDED, one
+    BOOKMARK annotated k8s.io/initial-events-end at the stream's token, then live events; the
+    token resumes every cluster exactly."""
+    params = "?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan" \
+             "&allowWatchBookmarks=true"
+    reader = LineReader(three.url + MERGED + params)
+    try:
+        reader.wait_for(lambda l: any('"BOOKMARK"' in x for x in l))
+        events = [orjson.loads(x) for x in reader.lines if x.strip()]
+        assert [e["type"] for e in events] == ["ADDED"] * 4 + ["BOOKMARK"]
+        assert all(e["object"]["kind"] == "ConfigMap" for e in events)
+        mark = events[-1]["object"]["metadata"]
+        assert mark["annotations"] == {"k8s.io/initial-events-end": "true"}
+        assert sorted(_versions(mark["resourceVersion"])) == ["a", "b", "c"]
+        assert all(_versions(mark["resourceVersion"]).values())
+        three.fakes["b"].create(CM.format(ns="apps"), {"metadata": {"name": "b-live"}})
+        reader.wait_for(lambda l: ("ADDED", "b", "b-live") in _watch_events(l))
+    finally:
+        reader.close()
+    three.fakes["c"].create(CM.format(ns="apps"), {"metadata": {"name": "c-later"}})
+    resumed = LineReader(three.url + MERGED + f"?watch=true&resourceVersion={mark['resourceVersion']}")
+    try:
+        resumed.wait_for(lambda l: len(l) >= 2)
+        time.sleep(0.3)
+        assert sorted(_watch_events(resumed.lines)) == [("ADDED", "b", "b-live"),
+                                                        ("ADDED", "c", "c-later")]
+    finally:
+        resumed.close()
+    refused = httpx.get(three.url + MERGED, params={"watch": "true", "sendInitialEvents": "true"})
+    assert refused.status_code == 422
+
+
 def test_a_cluster_added_while_open_comes_as_added_and_one_removed_as_deleted(three):
     three.fakes["d"] = _fake("d1", "d2")
     reader = LineReader(three.url + MERGED, {"Accept": "text/event-stream"})
