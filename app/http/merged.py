@@ -48,6 +48,7 @@ from app.clusters.merging import (CLUSTER_ANNOTATION, decode_versions, encode_ve
                                   tagged_dict)
 from app.http.resources import check_scope, select_consistent
 from app.kube.envelope import ListBody, MadeListBody, list_metadata
+from app.kube.partial import LIST_KIND, partial, wrong_form
 from app.kube.request import (Query, decode_continue, encode_continue, negotiate, parse_path,
                               parse_query)
 from app.kube.status import StatusError, bad_request, method_not_allowed, not_found
@@ -145,6 +146,10 @@ async def merged_endpoint(request: Request) -> Response:
     raw = request.scope.get("query_string", b"")
     query, names, asked_version = _query(raw, gateway)
     accept = negotiate(request.headers.get("accept"), allow_sse=True)
+    if accept.kind == "meta":  # the list form for a list, the object form for a watch
+        wrong = wrong_form(accept.as_kind, not query.watch)
+        if wrong is not None:
+            raise wrong
     warnings = _absent(gateway, names)
     if query.watch:
         check_list_options(query)  # the watch-list form alone (the version is the token)
@@ -224,9 +229,17 @@ async def merged_endpoint(request: Request) -> Response:
                                   continue_token=token, remaining=remaining)
         return Response(body, media_type="application/json", headers=headers)
     res = first.resource
-    head = (b'{"apiVersion":' + orjson.dumps(res.api_version) + b',"kind":'
-            + orjson.dumps(res.list_kind) + b',"metadata":'
+    api_version, kind = res.api_version, res.list_kind
+    if accept.kind == "meta":
+        api_version, kind = f"meta.k8s.io/{accept.table_version}", LIST_KIND
+    head = (b'{"apiVersion":' + orjson.dumps(api_version) + b',"kind":'
+            + orjson.dumps(kind) + b',"metadata":'
             + orjson.dumps(list_metadata(rv, token, remaining)) + b',"items":[')
+    if accept.kind == "meta":  # each item's metadata, tagged, as the client takes them
+        version = accept.table_version
+        return MadeListBody(head, page, lambda items: [partial(tagged(obj.raw, cluster), version)
+                                                       for _, cluster, obj in items],
+                            _TAIL, headers, gzip="gzip" in request.headers.get("accept-encoding", ""))
     if query.fields_paths is not None:
         projected = []
         by_part = {p.cluster.name: p for p in parts}

@@ -26,10 +26,11 @@ from starlette.responses import Response
 
 from app.auth.authorization import Access, Grant
 from app.http.context import context_of
-from app.bridge import run_blocking
+from app.bridge import run_blocking, run_bulk
 from app.cache.resources import ResourceCache
 from app.query.engine import KEEP_ANSWERS_BELOW
 from app.kube.envelope import ListBody, StoredBody, list_length, list_metadata
+from app.kube.partial import LIST_KIND, partial, wrong_form
 from app.cache.requested_version import check_list_options, fresh_enough
 from app.kube.request import (
     Accept,
@@ -57,6 +58,7 @@ __all__ = ["check_scope", "resource_endpoint", "select_consistent"]
 
 _READ_METHODS = ("GET", "HEAD")
 _GZIP_ABOVE = 128 * 1024
+_BULK_ABOVE = 100  # objects cut to their metadata off the event loop from this many
 _TAIL = b"]}"
 
 
@@ -97,6 +99,10 @@ async def resource_endpoint(request: Request) -> Response:
     if query_error is not None:
         raise query_error
     accept = negotiate(accept_header, allow_sse=target.name is None)
+    if accept.kind == "meta":  # the list form for a list, the object form for one or a watch
+        wrong = wrong_form(accept.as_kind, target.name is None and not query.watch, resource)
+        if wrong is not None:
+            raise wrong
     scope_ns = gateway.settings.namespace or None
     if scope_ns is not None and namespace not in (None, scope_ns):
         raise forbidden(f"this gateway caches only the namespace {scope_ns!r}",
@@ -146,7 +152,7 @@ def _and_name(query: Query, name: str) -> FieldSelector:
 def _etag(request: Request, entry: ResourceCache, accept: Accept, selection: Selection) -> str:
     digest = hashlib.blake2b(
         f"{request.scope['path']}?{request.scope.get('query_string', b'').decode('latin-1')}"
-        f"|{accept.kind}{accept.table_version}|{selection.partition}".encode(),
+        f"|{accept.kind}{accept.table_version}{accept.as_kind}|{selection.partition}".encode(),
         digest_size=8).hexdigest()
     return f'"{entry.hub.id}-{entry.resource_version()}-{digest}"'
 
@@ -178,6 +184,8 @@ def _get(request: Request, entry: ResourceCache, target: ResourcePath, accept: A
                            include=query.include_object,
                            resource_version=found.resource_version)
         return Response(body, media_type="application/json")
+    if accept.kind == "meta":
+        return Response(partial(found.raw, accept.table_version), media_type="application/json")
     return StoredBody(found.raw)
 
 
@@ -265,9 +273,16 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
         return await _finish(request, body, etag)
     res = entry.resource
     meta = list_metadata(rv, token, remaining)
-    head = (b'{"apiVersion":' + orjson.dumps(res.api_version) + b',"kind":'
-            + orjson.dumps(res.list_kind) + b',"metadata":' + orjson.dumps(meta) + b',"items":[')
-    if query.fields_paths is not None:
+    api_version, kind = res.api_version, res.list_kind
+    if accept.kind == "meta":
+        api_version, kind = f"meta.k8s.io/{accept.table_version}", LIST_KIND
+    head = (b'{"apiVersion":' + orjson.dumps(api_version) + b',"kind":'
+            + orjson.dumps(kind) + b',"metadata":' + orjson.dumps(meta) + b',"items":[')
+    if accept.kind == "meta":
+        version = accept.table_version
+        items = (await run_bulk(lambda: [partial(o.raw, version) for o in objects])
+                 if len(objects) >= _BULK_ABOVE else [partial(o.raw, version) for o in objects])
+    elif query.fields_paths is not None:
         items = await entry.queries.project(
             entry.queries.projection(query.fields_text, query.fields_paths), objects)
     else:

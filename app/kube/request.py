@@ -329,10 +329,13 @@ _PARAMETER = {FilterError: "filter", SortError: "sortBy", ProjectionError: "fiel
 
 @dataclass(frozen=True)
 class Accept:
-    """The chosen representation: ``json``, ``table`` (with its API version) or ``sse``."""
+    """The chosen representation: ``json``, ``table`` (with its API version), ``meta``
+    (``PartialObjectMetadata`` or its list, ``as_kind``, at ``table_version``: ``app.kube.partial``)
+    or ``sse``."""
 
     kind: str
     table_version: str = "v1"
+    as_kind: str = ""
 
 
 def negotiate(header: str | None, allow_sse: bool) -> Accept:
@@ -379,6 +382,9 @@ def _negotiate(header: str | None, allow_sse: bool) -> Accept:
             elif as_ == "Table" and options.get("g") == "meta.k8s.io" and \
                     options.get("v") in ("v1", "v1beta1"):
                 chosen = Accept("table", options["v"])
+            elif as_ in ("PartialObjectMetadata", "PartialObjectMetadataList") and \
+                    options.get("g") == "meta.k8s.io" and options.get("v") in ("v1", "v1beta1"):
+                chosen = Accept("meta", options["v"], as_)
         offers.append((q, position, chosen))
     offers.sort(key=lambda o: (-o[0], o[1]))
     for _, _, chosen in offers:

@@ -54,6 +54,7 @@ from app.cache.answer_age import warning_header
 from app.cache.hub import Event, EventHub, Subscriber, parse_rv
 from app.cache.requested_version import FRESHNESS_WAIT, fresh_enough
 from app.clusters.merging import CLUSTER_ANNOTATION, encode_versions, tagged, tagged_dict
+from app.kube.partial import KIND, partial
 from app.kube.request import Accept, Query
 from app.kube.status import StatusError, status_body
 from app.kube.table import table_bytes
@@ -517,7 +518,7 @@ class MergedWatch:
         return _SENDING
 
     def _projection(self, member: Member) -> Projection | None:
-        if self.query.fields_paths is None or self.accept.kind == "table":
+        if self.query.fields_paths is None or self.accept.kind in ("table", "meta"):
             return None
         return member.entry.queries.projection(self.query.fields_text, self.query.fields_paths)
 
@@ -529,7 +530,10 @@ class MergedWatch:
                                 headers=not self._table_headers_sent, resource_version=token)
             self._table_headers_sent = True
             return b'{"type":"' + kind + b'","object":' + table + b"}\n"
-        return b'{"type":"' + kind + b'","object":' + tagged(raw, member.name, token) + b"}\n"
+        obj = tagged(raw, member.name, token)
+        if self.accept.kind == "meta":
+            obj = partial(obj, self.accept.table_version)
+        return b'{"type":"' + kind + b'","object":' + obj + b"}\n"
 
     def added(self, stream: MergedStream, member: Member, objects: list[EncodedObject]) -> bytes:
         token = stream.token()
@@ -545,11 +549,19 @@ class MergedWatch:
         member = next(iter(stream.members.values()), None)
         if member is None:
             return None  # nothing reached yet: there is no state to end
+        return self._bookmark(member, stream.token(), {INITIAL_EVENTS_END: "true"})
+
+    def _bookmark(self, member: Member, token: str, annotations: dict | None = None) -> bytes:
+        """A BOOKMARK of the resource's kind (or ``PartialObjectMetadata``) at ``token``."""
         res = member.entry.resource
+        kind, api_version = res.kind, res.api_version
+        if self.accept.kind == "meta":
+            kind, api_version = KIND, f"meta.k8s.io/{self.accept.table_version}"
+        meta: dict[str, Any] = {"resourceVersion": token}
+        if annotations:
+            meta["annotations"] = annotations
         return orjson.dumps({"type": "BOOKMARK", "object": {
-            "kind": res.kind, "apiVersion": res.api_version,
-            "metadata": {"resourceVersion": stream.token(),
-                         "annotations": {INITIAL_EVENTS_END: "true"}}}}) + b"\n"
+            "kind": kind, "apiVersion": api_version, "metadata": meta}}) + b"\n"
 
     def events(self, stream: MergedStream, member: Member, batch: list[tuple[Event, str]]) -> bytes:
         project = self._projection(member)
@@ -587,10 +599,7 @@ class MergedWatch:
                 member.at = str(member.hub.exact)
         if not members:
             return None
-        resource = members[0].entry.resource
-        return orjson.dumps({"type": "BOOKMARK", "object": {
-            "kind": resource.kind, "apiVersion": resource.api_version,
-            "metadata": {"resourceVersion": stream.token()}}}) + b"\n"
+        return self._bookmark(members[0], stream.token())
 
     def ended(self, why: str) -> bytes | None:
         return None  # the client watches again from its last token

@@ -34,6 +34,7 @@ from app.cache.resources import ResourceCache
 from app.cache.hub import Event, Subscriber, frames, parse_rv
 from app.cache.requested_version import FRESHNESS_WAIT, fresh_enough
 from app.query.projection import Projection
+from app.kube.partial import KIND, partial
 from app.kube.request import Accept, Query
 from app.kube.status import StatusError, status_body
 from app.kube.table import table_bytes
@@ -132,6 +133,12 @@ class WatchEncoder:
     # -- bytes -------------------------------------------------------------------------
 
     def events(self, batch: list[tuple[Event, str]]) -> bytes:
+        if self.accept.kind == "meta":
+            version = self.accept.table_version
+            return b"".join(
+                b'{"type":"' + (b"DELETED" if kind == "DELETED_OLD" else kind.encode())
+                + b'","object":' + partial(event.object_bytes(kind, "watch"), version) + b"}\n"
+                for event, kind in batch)
         if self.accept.kind != "table":
             return frames(batch, "watch", self.projection)
         lines = []
@@ -142,6 +149,10 @@ class WatchEncoder:
         return b"".join(lines)
 
     def snapshot(self, objects: list) -> bytes:
+        if self.accept.kind == "meta":
+            version = self.accept.table_version
+            return b"".join(b'{"type":"ADDED","object":' + partial(o.raw, version) + b"}\n"
+                            for o in objects)
         if self.accept.kind != "table":
             project = self.projection
             return b"".join(b'{"type":"ADDED","object":'
@@ -161,7 +172,10 @@ class WatchEncoder:
         meta: dict = {"resourceVersion": str(rv)}
         if initial_events_end:
             meta["annotations"] = {INITIAL_EVENTS_END: "true"}
+        kind, api_version = res.kind, res.api_version
+        if self.accept.kind == "meta":
+            kind, api_version = KIND, f"meta.k8s.io/{self.accept.table_version}"
         return orjson.dumps({"type": "BOOKMARK", "object": {
-            "kind": res.kind, "apiVersion": res.api_version, "metadata": meta}}) + b"\n"
+            "kind": kind, "apiVersion": api_version, "metadata": meta}}) + b"\n"
 
 

@@ -272,3 +272,33 @@ def test_a_merged_list_names_a_cluster_whose_cache_is_not_following(tmp_path):
         assert said in merged.headers["warning"]
         assert '"cluster b: the cache of configmaps has not followed' in merged.headers["warning"]
         assert int(merged.headers["age"]) >= 42
+
+
+def test_metadata_only_reads_merge_too(tmp_path):
+    """client-go's metadata client under /clusters/*/: PartialObjectMetadataList of every
+    cluster's items, each tagged with its cluster and nothing but metadata; a watch's events
+    PartialObjectMetadata; the list form asked of a watch is 406."""
+    import json
+
+    list_form = ("application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;"
+                 "g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;"
+                 "g=meta.k8s.io;v=v1,application/json")
+    one_form = list_form.replace("PartialObjectMetadataList", "PartialObjectMetadata")
+    fakes = {"a": _fake(apps=["a1"]), "b": _fake(apps=["b1"])}
+    with run_fake_clusters(fakes, tmp_path / "clusters.yaml") as gw:
+        url = gw.url + "/clusters/*" + CM.format(ns="apps")
+        listed = httpx.get(url, headers={"Accept": list_form}).json()
+        assert (listed["kind"], listed["apiVersion"]) == ("PartialObjectMetadataList",
+                                                          "meta.k8s.io/v1")
+        assert [(i["kind"], i["metadata"]["name"],
+                 i["metadata"]["annotations"]["kube-cache-gateway.io/cluster"])
+                for i in listed["items"]] == [("PartialObjectMetadata", "a1", "a"),
+                                              ("PartialObjectMetadata", "b1", "b")]
+        assert all(set(i) == {"kind", "apiVersion", "metadata"} for i in listed["items"])
+        with httpx.stream("GET", url + "?watch=1", headers={"Accept": one_form}) as stream:
+            first = json.loads(next(stream.iter_lines()))
+        assert first["type"] == "ADDED" and set(first["object"]) == {"kind", "apiVersion",
+                                                                     "metadata"}
+        assert first["object"]["kind"] == "PartialObjectMetadata"
+        assert httpx.get(url + "?watch=1", headers={"Accept": list_form}).status_code == 406
+        assert httpx.get(url, headers={"Accept": one_form}).status_code == 406

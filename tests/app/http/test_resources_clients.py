@@ -339,3 +339,79 @@ def test_kubectl_135_waits_and_follows_rollouts_without_a_refused_request(gatewa
         assert [a for a in answered if a[1] >= 400] == [], answered
         assert any("sendInitialEvents=true" in u for u, _ in answered), \
             "kubectl 1.35 asked for a watch-list and was answered"
+
+
+# client-go 1.35 metadata/metadata.go: the Accept of its List, and of its Get and Watch
+METADATA_LIST = ("application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;"
+                 "v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,"
+                 "application/json")
+METADATA_ONE = ("application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
+                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json")
+
+
+def _json_form(accept: str) -> str:
+    """The JSON form of a metadata Accept: what the API server, which speaks protobuf and
+    answers the first form, is asked for the comparison (the gateway chooses it itself)."""
+    return accept.split(",")[1]
+
+
+def test_client_gos_metadata_client_gets_what_the_api_server_answers(local_cluster, gateway, kube,
+                                                                      namespace):
+    """Lists, gets and watches asked as the metadata client asks them: the gateway answered
+    whole objects (its JSON fallback), every byte the client asked not to receive, and on a
+    watch a shape metadata informers break on. Each answer now equals the API server's own
+    (managedFields aside: the gateway drops them), and the wrong form is its 406."""
+    import ssl
+
+    import httpx
+
+    from tests.helpers import wait_until
+
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    for i in range(3):
+        kube.create(path, {"metadata": {"name": f"m{i}", "labels": {"k": str(i)},
+                                        "annotations": {"a": "b"}}, "data": {"big": "x" * 5000}})
+    server = local_cluster.primary
+    direct = httpx.Client(base_url=server.url, timeout=30,
+                          verify=ssl.create_default_context(cafile=str(server.ca_file)),
+                          headers={"Authorization": f"Bearer {local_cluster.admin.token}"})
+    ours = httpx.Client(base_url=gateway.url, timeout=30)
+
+    def same(got: httpx.Response, want: httpx.Response) -> dict:
+        assert got.status_code == want.status_code == 200, (got.text[:300], want.text[:300])
+        mine, theirs = got.json(), want.json()
+        for doc in (mine, theirs):
+            for item in doc.get("items", [doc]):
+                item.get("metadata", {}).pop("managedFields", None)
+            doc.get("metadata", {}).pop("resourceVersion", None) if "items" in doc else None
+        assert mine == theirs
+        return mine
+
+    try:
+        wait_until(lambda: len(ours.get(path).json()["items"]) == 3, 10, message="cached")
+        listed = same(ours.get(path, headers={"Accept": METADATA_LIST}),
+                      direct.get(path, headers={"Accept": _json_form(METADATA_LIST)}))
+        assert listed["kind"] == "PartialObjectMetadataList"
+        assert listed["apiVersion"] == "meta.k8s.io/v1"
+        assert {i["kind"] for i in listed["items"]} == {"PartialObjectMetadata"}
+        assert all(set(i) == {"kind", "apiVersion", "metadata"} for i in listed["items"])
+        one = same(ours.get(f"{path}/m1", headers={"Accept": METADATA_ONE}),
+                   direct.get(f"{path}/m1", headers={"Accept": _json_form(METADATA_ONE)}))
+        assert one["metadata"]["labels"] == {"k": "1"} and "data" not in one
+        for url, accept in ((path, METADATA_ONE), (f"{path}/m1", METADATA_LIST)):
+            mine = ours.get(url, headers={"Accept": accept})
+            theirs = direct.get(url, headers={"Accept": _json_form(accept)})
+            assert mine.status_code == theirs.status_code == 406, (url, mine.text, theirs.text)
+            assert mine.json()["reason"] == theirs.json()["reason"] == "NotAcceptable"
+        rv = ours.get(path).json()["metadata"]["resourceVersion"]
+        with ours.stream("GET", path, params={"watch": "1", "resourceVersion": rv},
+                         headers={"Accept": METADATA_ONE}) as stream:
+            kube.patch(f"{path}/m2", {"metadata": {"labels": {"k": "changed"}}})
+            event = json.loads(next(stream.iter_lines()))
+        assert event["type"] == "MODIFIED"
+        assert set(event["object"]) == {"kind", "apiVersion", "metadata"}
+        assert (event["object"]["kind"], event["object"]["metadata"]["labels"]) == (
+            "PartialObjectMetadata", {"k": "changed"})
+    finally:
+        direct.close()
+        ours.close()

@@ -110,7 +110,11 @@ def test_continue_tokens_round_trip_and_are_bound_to_their_query():
     ("application/json;as=Table;v=v1beta1;g=meta.k8s.io", False, "table"),
     ("application/vnd.kubernetes.protobuf,application/json", False, "json"),
     ("text/event-stream;q=0.5, application/json", True, "json"),
-    ("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json", False, "json"),
+    # client-go's metadata client: the JSON metadata form, protobuf first or not
+    ("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json", False, "meta"),
+    ("application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
+     "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json", False, "meta"),
+    ("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v9,application/json", False, "json"),
 ])
 def test_negotiate(header, sse, kind):
     assert negotiate(header, allow_sse=sse).kind == kind
