@@ -284,9 +284,18 @@ def test_kubectl_events_prints_the_same(kubeconfig, gateway, demo):
 def test_kubectl_wait_for_delete_sees_the_deletion_through_the_gateway(gateway, kube, namespace,
                                                                        version):
     """``kubectl wait`` watches through the gateway until the object is gone."""
+    code, out, err = _wait_for_delete(str(kubectl_at(version)), gateway, kube, namespace)
+    assert code == 0, err
+    assert "configmap/doomed" in out  # "deleted" (kubectl 1.35), "condition met" (1.20)
+
+
+def _wait_for_delete(binary: str, gateway, kube, namespace: str,
+                     *flags: str) -> tuple[int, str, str]:
+    """``kubectl wait --for=delete`` of a ConfigMap deleted while it waits: (exit code,
+    stdout, stderr)."""
     path = f"/api/v1/namespaces/{namespace}/configmaps"
     kube.create(path, {"metadata": {"name": "doomed"}})
-    waiting = subprocess.Popen([str(kubectl_at(version)), "--server", gateway.url, "wait",
+    waiting = subprocess.Popen([binary, "--server", gateway.url, *flags, "wait",
                                 "--for=delete", "configmap/doomed", "-n", namespace,
                                 "--timeout=30s"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
@@ -298,8 +307,7 @@ def test_kubectl_wait_for_delete_sees_the_deletion_through_the_gateway(gateway, 
         if waiting.poll() is None:
             waiting.kill()
             waiting.communicate()
-    assert waiting.returncode == 0, err
-    assert "configmap/doomed" in out  # "deleted" (kubectl 1.35), "condition met" (1.20)
+    return waiting.returncode, out, err
 
 
 def _statuses(stderr: str) -> list[tuple[str, int]]:
@@ -314,21 +322,9 @@ def test_kubectl_135_waits_and_follows_rollouts_without_a_refused_request(gatewa
     """kubectl 1.35's wait and rollout status watch as client-go 1.35 does, watch-list first:
     the gateway once answered that 422 (as the 1.20 API server it copied), so each command
     began with a refused request and a fallback LIST. Counted with -v=6: none refused."""
-    path = f"/api/v1/namespaces/{namespace}/configmaps"
-    kube.create(path, {"metadata": {"name": "doomed"}})
     binary = str(kubectl_at("1.35"))
-    waiting = subprocess.Popen([binary, "--server", gateway.url, "-v=6", "wait", "--for=delete",
-                                "configmap/doomed", "-n", namespace, "--timeout=30s"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(1.0)
-        kube.delete(f"{path}/doomed")
-        out, err = waiting.communicate(timeout=40)
-    finally:
-        if waiting.poll() is None:
-            waiting.kill()
-            waiting.communicate()
-    assert waiting.returncode == 0, err[-3000:]
+    code, _, err = _wait_for_delete(binary, gateway, kube, namespace, "-v=6")
+    assert code == 0, err[-3000:]
     rollout = subprocess.run([binary, "--server", gateway.url, "-v=6", "rollout", "status",
                               "deployment/web", "-n", "demo-shop", "--timeout=20s"],
                              capture_output=True, text=True, timeout=40)
