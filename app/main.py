@@ -10,6 +10,7 @@ are Kubernetes paths; any other first segment is the short form).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ from fastapi import FastAPI
 from starlette.responses import Response
 from starlette.routing import Route
 
+from app.auth.client_certs import configured
 from app.auth.reviews import Reviewer
 from app.clusters.cluster import DEFAULT_CLUSTER, Cluster, build_factory, strip_managed_fields
 from app.clusters.config import ClusterSpec
@@ -66,6 +68,7 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
     """
     settings = settings or Settings()
     several = bool(settings.clusters or settings.cluster_secrets)
+    client_cas = configured(settings)  # serving TLS with authorization: certificates too
     if not several:
         factory = factory or build_factory(settings, api_client)
 
@@ -95,9 +98,13 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
         await gateway.start()
         for source in sources:  # each source's clusters applied before the port serves
             await source.start()
+        following = None if client_cas is None else asyncio.create_task(
+            client_cas.follow(lambda path: _identity_get(gateway, path)))
         try:
             yield
         finally:
+            if following is not None:
+                following.cancel()
             for source in sources:
                 await source.stop()
             await gateway.stop()
@@ -113,10 +120,20 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
     app.add_exception_handler(StatusError, _status_error)
     app.add_exception_handler(Exception, _internal_error)
     # Metrics, CORS, authentication and the loopback Host check for every path.
-    return GatewayApp(app, settings.cors_origins,
-                      local_only=settings.authz == "none" and is_loopback(settings.host),
-                      access_log=settings.access_log, authenticates=settings.authz == "kubernetes",
-                      worker=worker.index if worker is not None else None)
+    served = GatewayApp(app, settings.cors_origins,
+                        local_only=settings.authz == "none" and is_loopback(settings.host),
+                        access_log=settings.access_log,
+                        authenticates=settings.authz == "kubernetes",
+                        worker=worker.index if worker is not None else None)
+    served.client_cas = client_cas  # installed into the server's TLS (app.process.server)
+    return served
+
+
+def _identity_get(gateway: Gateway, path: str) -> tuple[int, Any] | None:
+    """GET ``path`` from the identity cluster's API server with the gateway's credentials
+    there (off the loop); ``None`` while that cluster is not connected."""
+    cluster = gateway.clusters.get(gateway.identity_name)
+    return None if cluster is None else cluster.discovery.get(path)
 
 
 def _connector(settings: Settings, memory: QueryMemory, connector: Connector | None,

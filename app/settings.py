@@ -75,6 +75,7 @@ class Settings:
     # What we cache.
     namespace: str = ""
     prewarm: tuple[str, ...] = ()
+    metadata_only: tuple[str, ...] = ()
     sync_timeout: float = 10.0
     resync_period: float = 0.0
     page_size: int = 500
@@ -89,6 +90,7 @@ class Settings:
     authz: str = "none"
     authn_audiences: tuple[str, ...] = ()
     authn_cluster: str = ""
+    client_ca_file: str = ""
     authn_cache_ttl: float = 120.0
     authz_cache_ttl: float = 300.0
     authz_deny_cache_ttl: float = 30.0
@@ -150,6 +152,9 @@ _HELP = {
     "namespace": "cache only this namespace (default: all namespaces)",
     "prewarm": "resources to cache at start-up, comma-separated, written as kubectl writes "
                "them: pods,deployments.apps,widgets.v1.example.com",
+    "metadata_only": "resources whose cache keeps only metadata (names, labels, owners), "
+                     "comma-separated as --prewarm: far less memory; their full reads are 406, "
+                     "metadata-only reads (client-go's metadata client) answered",
     "sync_timeout": "seconds a first request waits for its resource's cache to sync before "
                     "answering 503 with Retry-After",
     "resync_period": "seconds between informer resyncs (0: never)",
@@ -176,6 +181,10 @@ _HELP = {
     "authn_cluster": "with several clusters: the one whose API server reviews callers' tokens "
                      "(TokenReview); every access is still authorized by the cluster that holds "
                      "the data (default: the default cluster)",
+    "client_ca_file": "serving TLS with --authz kubernetes, client certificates signed by these "
+                      "PEM CAs authenticate callers (CN the user, O the groups); re-read as it "
+                      "changes (default: the identity cluster's client CAs, from the ConfigMap "
+                      "kube-system/extension-apiserver-authentication)",
     "authn_cache_ttl": "seconds a token's review is kept (never past the token's expiry)",
     "authz_cache_ttl": "seconds an allowed access is kept before it is reviewed again "
                        "(open streams are re-authorized then)",
@@ -276,10 +285,12 @@ _GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
                                 "cluster_secret_allow")),
     ("where and how it listens", ("host", "port", "workers", "tls_cert_file",
                                   "tls_private_key_file", "forwarded_allow_ips")),
-    ("what is cached", ("namespace", "prewarm", "sync_timeout", "resync_period", "page_size",
-                        "idle_unload", "keep_managed_fields", "query_memory_bytes")),
+    ("what is cached", ("namespace", "prewarm", "metadata_only", "sync_timeout",
+                        "resync_period", "page_size", "idle_unload", "keep_managed_fields",
+                        "query_memory_bytes")),
     ("who may read what", ("allow", "deny", "cors_origins", "allow_anonymous", "authz",
-                           "authn_audiences", "authn_cluster", "authn_cache_ttl", "authz_cache_ttl",
+                           "authn_audiences", "authn_cluster", "client_ca_file",
+                           "authn_cache_ttl", "authz_cache_ttl",
                            "authz_deny_cache_ttl", "authz_cache_size",
                            "namespace_partitioned_lists", "access_log")),
     ("streams", ("event_ring_size", "bookmark_interval", "heartbeat_interval", "subscriber_queue",
@@ -370,6 +381,13 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             raise ValueError(f"--{name.replace('_', '-')}: no such file: {path}")
     if settings.authz not in ("none", "kubernetes"):
         raise ValueError(f"--authz must be none or kubernetes, not {settings.authz!r}")
+    if settings.client_ca_file:
+        if not (settings.tls_cert_file and settings.authz == "kubernetes"):
+            raise ValueError("--client-ca-file says which client certificates authenticate "
+                             "callers: it needs --tls-cert-file (certificates come with TLS) "
+                             "and --authz kubernetes (their users are authorized by RBAC)")
+        if not os.path.isfile(os.path.expanduser(settings.client_ca_file)):
+            raise ValueError(f"--client-ca-file: no such file: {settings.client_ca_file}")
     for name in ("authn_cache_ttl", "authz_cache_ttl", "authz_deny_cache_ttl",
                  "query_memory_bytes"):
         if getattr(settings, name) < 0:

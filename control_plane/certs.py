@@ -1,9 +1,10 @@
-"""Self-signed serving certificates for tests and benchmarks of HTTPS serving.
+"""Certificates for tests and benchmarks, made with the ``openssl`` the harness already requires.
 
-The API server makes its own; the gateway, served over TLS in a comparison
-with it, needs one of the same kind: a fresh key and a certificate for
-``localhost`` and ``127.0.0.1``, made with the ``openssl`` the harness already
-requires.
+Serving: the API server makes its own; the gateway, served over TLS in a comparison with it,
+needs one of the same kind: a fresh key and a certificate for ``localhost`` and
+``127.0.0.1``. Clients: a CA the API server trusts for clients (``--client-ca-file``, as
+kubeadm's and kind's clusters have) and certificates it signs, whose subject is a user
+(CN) and its groups (O), as kubeadm writes ``kubernetes-admin`` in ``system:masters``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-__all__ = ["self_signed_cert"]
+__all__ = ["certificate_authority", "client_certificate", "self_signed_cert"]
 
 
 def self_signed_cert(directory: Path, name: str = "serving") -> tuple[Path, Path]:
@@ -29,4 +30,52 @@ def self_signed_cert(directory: Path, name: str = "serving") -> tuple[Path, Path
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"openssl req failed: {proc.stdout}")
+    return cert, key
+
+
+def _openssl(*args: str) -> None:
+    proc = subprocess.run(["openssl", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"openssl {args[0]} failed: {proc.stdout}")
+
+
+def certificate_authority(directory: Path, name: str = "client-ca") -> tuple[Path, Path]:
+    """Write a CA's ``<name>.crt`` and ``<name>.key`` into ``directory``; return their paths.
+
+    Raises:
+        RuntimeError: ``openssl`` failed.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    cert, key = directory / f"{name}.crt", directory / f"{name}.key"
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-sha256", "-days", "2",
+             "-keyout", str(key), "-out", str(cert), "-subj", f"/CN={name}",
+             "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    return cert, key
+
+
+def client_certificate(directory: Path, ca: tuple[Path, Path], user: str,
+                       groups: tuple[str, ...] = (), name: str = "") -> tuple[Path, Path]:
+    """Write a client certificate for ``user`` in ``groups``, signed by ``ca`` (its cert and
+    key paths), as ``<name>.crt`` and ``<name>.key`` (``name``: the user's); return them.
+
+    Raises:
+        RuntimeError: ``openssl`` failed.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    name = name or user.replace(":", "-")
+    cert, key, csr = (directory / f"{name}.crt", directory / f"{name}.key",
+                      directory / f"{name}.csr")
+    subject = "".join(f"/O={g}" for g in groups) + f"/CN={user}"
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-sha256", "-keyout", str(key),
+             "-out", str(csr), "-subj", subject)
+    extensions = directory / f"{name}.ext"
+    extensions.write_text("keyUsage=critical,digitalSignature,keyEncipherment\n"
+                          "extendedKeyUsage=clientAuth\n")
+    _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca[0]), "-CAkey", str(ca[1]),
+             "-CAcreateserial", "-days", "2", "-sha256", "-extfile", str(extensions),
+             "-out", str(cert))
+    csr.unlink()
+    extensions.unlink()
     return cert, key

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from control_plane.binaries import Binaries, ensure_binaries
+from control_plane.certs import certificate_authority, client_certificate
 from control_plane.errors import ClusterUnavailableError
 
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc"
@@ -238,6 +239,7 @@ class LocalCluster:
             "--insecure-port=0",
             f"--cert-dir={server.cert_dir}",
             f"--token-auth-file={self.workdir / 'tokens.csv'}",
+            f"--client-ca-file={self.workdir / 'client-ca' / 'client-ca.crt'}",
             "--authorization-mode=RBAC",
             f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
             f"--service-account-key-file={self.workdir / 'sa.key'}",
@@ -339,6 +341,9 @@ class LocalCluster:
         lines = [f'{u.token},{u.name},{u.name}-uid,"{",".join(u.groups)}"'
                  for u in (self.admin, self.user)]
         (self.workdir / "tokens.csv").write_text("\n".join(lines) + "\n")
+        # a CA for client certificates, as kubeadm's and kind's API servers have: its users are
+        # who a certificate kubeconfig names (client_certificate)
+        self.client_ca = certificate_authority(self.workdir / "client-ca")
 
     def _wait_ready(self, server: APIServer) -> None:
         assert server.process is not None
@@ -382,6 +387,30 @@ class LocalCluster:
             "contexts": [{"name": "local", "context": {"cluster": "local", "user": user.name}}],
             "current-context": "local",
         }
+        path.write_text(json.dumps(config, indent=2))
+        return path
+
+    def certificate_kubeconfig(self, path: Path, user: str, groups: tuple[str, ...] = (),
+                               server_url: str = "", ca_file: Path | None = None,
+                               ca: tuple[Path, Path] | None = None) -> Path:
+        """Write a kubeconfig that authenticates with a client certificate for ``user`` in
+        ``groups`` (as kubeadm's admin.conf: ``kubernetes-admin`` in ``system:masters``),
+        signed by this cluster's client CA (or ``ca``), against ``server_url`` trusted by
+        ``ca_file`` (default: the primary API server)."""
+        assert self.workdir is not None
+        cert, key = client_certificate(path.parent / (path.stem + "-cert"), ca or self.client_ca,
+                                       user, groups)
+        config = {
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "local", "cluster": {
+                "server": server_url or self.primary.url,
+                "certificate-authority": str(ca_file or self.primary.ca_file)}}],
+            "users": [{"name": user, "user": {"client-certificate": str(cert),
+                                              "client-key": str(key)}}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
+            "current-context": "local",
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(config, indent=2))
         return path
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from informer_core.errors import NotFoundError, UnsupportedResourceError
 from informer_core.rest import RawClient
 
-__all__ = ["APIResource", "Discovery", "GroupVersionResource"]
+__all__ = ["APIResource", "Discovery", "GroupVersionResource", "names_resource"]
 
 log = logging.getLogger(__name__)
 
@@ -284,33 +284,16 @@ class Discovery:
         return self._check_verbs(found)
 
     def _match_text(self, text: str) -> APIResource | None:
-        name, _, rest = text.strip().partition(".")
-        if not name:
+        candidates = _text_candidates(text)
+        if not candidates:
             return None
-        candidates: list[tuple[str | None, str]] = []  # (version or None, group)
-        if rest:
-            version, _, group = rest.partition(".")
-            if group:
-                candidates.append((version, group))  # resource.version.group
-            candidates.append((None, rest))  # resource.group
-        else:
-            candidates.append((None, ""))
         with self._lock:
             resources = list(self._resources.values())
             preferred = dict(self._preferred)
             order = list(self._group_order)
-        lowered = name.lower()
-
-        def names_of(r: APIResource) -> Iterable[str]:
-            yield r.resource
-            yield r.singular or ""
-            yield from r.short_names
-            yield r.kind.lower()
-
+        lowered = text.strip().partition(".")[0].lower()
         for version, group in candidates:
-            pool = [r for r in resources if lowered in names_of(r)]
-            if rest:
-                pool = [r for r in pool if r.group == group and (version is None or r.version == version)]
+            pool = [r for r in resources if _named(r, lowered, version, group)]
             if not pool:
                 continue
             if version is None:
@@ -348,3 +331,37 @@ class Discovery:
                 f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{gvr.resource}.{gvr.group}")
             return status == 404
         return True
+
+
+def _text_candidates(text: str) -> list[tuple[str | None, str | None]]:
+    """How kubectl reads ``name[.version].group``: (version or None, group) in the order
+    tried; group ``None`` for a bare name (any group, the legacy one ranked first)."""
+    name, _, rest = text.strip().partition(".")
+    if not name:
+        return []
+    if not rest:
+        return [(None, None)]
+    version, _, group = rest.partition(".")
+    candidates: list[tuple[str | None, str | None]] = []
+    if group:
+        candidates.append((version, group))  # resource.version.group
+    candidates.append((None, rest))  # resource.group
+    return candidates
+
+
+def _named(resource: APIResource, name: str, version: str | None, group: str | None) -> bool:
+    if name not in (resource.resource, resource.singular, resource.kind.lower(),
+                    *resource.short_names):
+        return False
+    return group is None or (resource.group == group
+                             and (version is None or resource.version == version))
+
+
+def names_resource(text: str, resource: APIResource) -> bool:
+    """Whether ``text``, written as kubectl writes a resource (``pods``, ``po``,
+    ``deployments.apps``, ``deployments.v1.apps``), names ``resource`` (any version of it
+    unless one is written). Unlike ``Discovery.resolve_text`` it needs no discovery, so
+    it can be asked of each resource as its informer is made."""
+    lowered = text.strip().partition(".")[0].lower()
+    return any(_named(resource, lowered, version, group)
+               for version, group in _text_candidates(text))

@@ -107,6 +107,9 @@ class SharedInformerFactory:
         lister_watcher_func: ``fn(resource, namespace) -> ListerWatcher`` for each new
             informer (default: ``ApiListerWatcher`` over ``api_client``);
             ``tweak_list_options`` is applied to its calls.
+        metadata_only: ``fn(resource) -> bool``: the resources whose informers keep only
+            ``PartialObjectMetadata``, asked of the API server in that form (as client-go's
+            metadata informer factory does); a ``lister_watcher_func`` decides for itself.
     """
 
     def __init__(self, api_client: Any = None, default_resync: float = 0.0,
@@ -118,11 +121,13 @@ class SharedInformerFactory:
                  on_resource_gone: Callable[[GroupVersionResource, str], None] | None = None,
                  configure_informer: Callable[[GroupVersionResource, SharedIndexInformer], None] | None = None,
                  lister_watcher_func: ListerWatcherFunc | None = None,
+                 metadata_only: Callable[[APIResource], bool] | None = None,
                  ) -> None:
         self._api_client = api_client
         self._on_any_watch_error: Callable[[GroupVersionResource, BaseException], None] | None = None
         self._client_lock = threading.Lock()  # guards loading _api_client
         self._lister_watcher_func = lister_watcher_func
+        self.metadata_only = metadata_only or (lambda resource: False)
         self.default_resync = default_resync
         self.namespace = namespace or None
         self._tweak = tweak_list_options
@@ -180,7 +185,8 @@ class SharedInformerFactory:
             return ApiListerWatcher(
                 self.api_client, resource.path, namespaced=resource.namespaced,
                 namespace=namespace, tweak_list_options=self._tweak,
-                api_version=resource.api_version, kind=resource.kind)
+                api_version=resource.api_version, kind=resource.kind,
+                metadata_only=self.metadata_only(resource))
         inner = self._lister_watcher_func(resource, namespace)
         return inner if self._tweak is None else _TweakedListerWatcher(inner, self._tweak)
 

@@ -36,7 +36,7 @@ from informer_core.listwatch import (
     tweaked,
 )
 
-__all__ = ["ApiListerWatcher", "RawClient"]
+__all__ = ["METADATA_API_VERSION", "METADATA_KIND", "ApiListerWatcher", "RawClient"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,12 @@ _LIST_READ_TIMEOUT = 120.0
 _ONE_RETRY = urllib3.Retry(total=1, redirect=False, status=0, raise_on_status=False)
 _WATCH_READ_MARGIN = 30.0  # seconds above the server-side watch timeout
 _PAUSE_GC_ABOVE = 1 << 20  # bytes of list body worth pausing the cyclic GC for
+METADATA_API_VERSION = "meta.k8s.io/v1"
+METADATA_KIND = "PartialObjectMetadata"
+# Only the metadata forms, no fallback to whole objects: an API server too old for them
+# (before 1.15) answers 406 and the informer says so, rather than keeping what it was told not to.
+_METADATA_LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+_METADATA_ACCEPT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 
 class _Call:
@@ -206,8 +212,9 @@ class RawClient:
         return headers
 
     def open(self, call: _Call, path: str, query: dict[str, str] | None,
-             read_timeout: float) -> urllib3.HTTPResponse:
-        """Send a GET and check the status; the caller reads the body and closes the call.
+             read_timeout: float, accept: str = "") -> urllib3.HTTPResponse:
+        """Send a GET (as ``accept`` when given) and check the status; the caller reads the
+        body and closes the call.
 
         Raises:
             APIStatusError: an error answer (``ResourceExpiredError`` for 410,
@@ -218,8 +225,11 @@ class RawClient:
         url = self._base + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
+        headers = self.headers()
+        if accept:
+            headers["Accept"] = accept
         try:
-            response = call.open(url, self.headers(), read_timeout)
+            response = call.open(url, headers, read_timeout)
         except (OSError, Urllib3HTTPError) as exc:
             raise ConnectionError(f"GET {path}: {exc}") from exc
         if response.status < 400:
@@ -318,16 +328,22 @@ class ApiListerWatcher:
         tweak_list_options: called on every ``ListOptions`` before sending
             (e.g. to add a server-side label or field selector).
         api_version, kind: set on items that arrive without them (list items do).
+        metadata_only: ask for ``PartialObjectMetadata`` (lists, watches) as client-go's
+            metadata informers do: the API server sends each object's ``metadata`` alone,
+            so nothing else is transferred, parsed or kept. ``api_version`` and ``kind``
+            are then ``meta.k8s.io/v1`` and ``PartialObjectMetadata``.
     """
 
     def __init__(self, api_client: Any, path: str, namespaced: bool = True,
                  namespace: str | None = None,
                  tweak_list_options: Callable[[ListOptions], None] | None = None,
-                 api_version: str = "", kind: str = "") -> None:
+                 api_version: str = "", kind: str = "", metadata_only: bool = False) -> None:
         self._client = RawClient(api_client)
         self._tweak = tweak_list_options
-        self.api_version = api_version
-        self.kind = kind
+        self.metadata_only = metadata_only
+        self.api_version = METADATA_API_VERSION if metadata_only else api_version
+        self.kind = METADATA_KIND if metadata_only else kind
+        self._accepts = (_METADATA_LIST_ACCEPT, _METADATA_ACCEPT) if metadata_only else ("", "")
         self.path = self._collection_path(path, namespaced, namespace)
         self._lock = threading.Lock()  # guards _calls
         self._calls: set[_Call] = set()
@@ -360,7 +376,7 @@ class ApiListerWatcher:
         """
         options = tweaked(options, self._tweak)
         call = self._client.new_call()
-        response = self._open(call, options.to_query(), _LIST_READ_TIMEOUT)
+        response = self._open(call, options.to_query(), _LIST_READ_TIMEOUT, self._accepts[0])
         try:
             return response.read()
         except (OSError, Urllib3HTTPError) as exc:
@@ -400,7 +416,7 @@ class ApiListerWatcher:
         options = tweaked(options, self._tweak)
         read_timeout = (options.timeout_seconds or 600) + _WATCH_READ_MARGIN
         call = self._client.new_call()
-        response = self._open(call, options.to_query(watch=True), read_timeout)
+        response = self._open(call, options.to_query(watch=True), read_timeout, self._accepts[1])
         return _HTTPWatchStream(call, response, self.item, self._forget)
 
     # -- hooks ------------------------------------------------------------------
@@ -422,12 +438,13 @@ class ApiListerWatcher:
         with self._lock:
             self._calls.discard(call)
 
-    def _open(self, call: _Call, query: dict[str, str], read_timeout: float) -> urllib3.HTTPResponse:
+    def _open(self, call: _Call, query: dict[str, str], read_timeout: float,
+              accept: str) -> urllib3.HTTPResponse:
         """Send the request, tracking the call so ``abort()`` can reach it."""
         with self._lock:
             self._calls.add(call)
         try:
-            return self._client.open(call, self.path, query, read_timeout)
+            return self._client.open(call, self.path, query, read_timeout, accept)
         except BaseException:
             self._forget(call)
             raise

@@ -86,7 +86,8 @@ def test_package_exports_exactly(package, names):
     ("app.http.context", ["RequestContext", "context_of"]),
     # authentication apart from authorization
     ("app.auth.authentication", ["Authenticator", "Identity", "NoIdentityCluster",
-                                 "TokenReviewAuthenticator", "token_expiry", "unauthorized"]),
+                                 "TokenReviewAuthenticator", "certified", "token_expiry",
+                                 "unauthorized"]),
     ("app.auth.access_review", ["AccessReviews", "Attributes", "forbidden_message"]),
     ("app.auth.authorization", ["Access", "Authorization", "Grant", "attributes", "credentials_of"]),
     ("app.auth.policy", ["ResourcePolicy"]),

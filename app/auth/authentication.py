@@ -7,8 +7,10 @@ read, in whichever cluster holds the data; the two are apart so that a client
 certificate or OIDC can join the bearer token later without touching the
 decisions.
 
-``TokenReviewAuthenticator`` is what ``--authz kubernetes`` uses: a
-``TokenReview`` in the identity cluster says who a bearer token belongs to. Its
+``TokenReviewAuthenticator`` is what ``--authz kubernetes`` uses: a client certificate the
+TLS handshake verified against the identity cluster's client CAs names its subject
+(``app.auth.client_certs``), else a ``TokenReview`` in the identity cluster says who a bearer
+token belongs to. Its
 answer is kept (kube-apiserver's webhook default, 2 minutes; never past the
 token's own ``exp`` claim; rejections 30 seconds), keyed by a salted digest of the
 token, never the token itself; rejections are kept apart, so a flood of bad tokens cannot push real
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -40,7 +43,7 @@ from app.bridge import run_blocking
 from app.kube.status import StatusError
 
 __all__ = ["Authenticator", "Identity", "NoIdentityCluster", "TokenReviewAuthenticator",
-           "token_expiry", "unauthorized"]
+           "certified", "token_expiry", "unauthorized"]
 
 
 
@@ -108,6 +111,13 @@ class Authenticator(Protocol):
         """
 
 
+def certified(user: UserInfo) -> Identity:
+    """The identity of a caller whose connection's client certificate was verified (against
+    the identity cluster's client CAs, at the handshake: ``app.auth.client_certs``); it holds
+    as long as the connection (the handshake checked the certificate's validity)."""
+    return Identity(user, None, math.inf)
+
+
 class NoIdentityCluster:
     """Authenticates nobody: the identity cluster cannot review tokens now (``--authz
     kubernetes`` with it misnamed, not connected yet, being connected, removed).
@@ -141,7 +151,9 @@ class NoIdentityCluster:
 
 
 class TokenReviewAuthenticator:
-    """Bearer tokens by ``TokenReview``, cached."""
+    """The gateway's callers: a verified client certificate's subject first (as the API
+    server's x509 authenticator comes before its tokens), else the bearer token by
+    ``TokenReview``, cached."""
 
     def __init__(self, reviewer: Reviewer, audiences: tuple[str, ...] = (),
                  token_ttl: float = 120.0, deny_ttl: float = 30.0, max_entries: int = 10_000,
@@ -196,6 +208,9 @@ class TokenReviewAuthenticator:
         Raises:
             StatusError: 401 for no token, or one whose rejection is kept.
         """
+        if credentials.certificate is not None:  # first, as the API server's x509 before tokens
+            return None if credentials.impersonation is not None else certified(
+                credentials.certificate)
         token = credentials.token
         if token is None:
             raise unauthorized()
@@ -218,6 +233,16 @@ class TokenReviewAuthenticator:
             StatusError: 401 for a missing or rejected token; 503 (``ReviewError``)
                 when the API server cannot be asked.
         """
+        if credentials.certificate is not None:
+            identity = certified(credentials.certificate)
+        else:
+            identity = await self._token_identity(credentials)
+        if credentials.impersonation is None:
+            return identity
+        return Identity(impersonated_user(credentials.impersonation), identity.user,
+                        identity.expires, credentials.impersonation)
+
+    async def _token_identity(self, credentials: Credentials) -> Identity:
         token = credentials.token
         if token is None:
             raise unauthorized()
@@ -232,10 +257,7 @@ class TokenReviewAuthenticator:
                 self.budget.done()
         else:
             _, identity, _ = await self.tokens.get(key, lambda: self._review_token(key, token))
-        if credentials.impersonation is None:
-            return identity
-        return Identity(impersonated_user(credentials.impersonation), identity.user,
-                        identity.expires, credentials.impersonation)
+        return identity
 
     async def _review_token(self, key: bytes, token: str) -> tuple[Identity, float]:
         """The token's identity and how long to keep it; a rejection is kept apart, and raised.

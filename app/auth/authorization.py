@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 from app.auth.access_review import AccessReviews, Attributes
 from app.auth.authentication import Authenticator, Identity
 from app.auth.decisions import DecisionCache
-from app.auth.identity import Credentials, credentials_from_scope
+from app.auth.identity import PEER_USER, Credentials, credentials_from_scope
 from app.auth.policy import ResourcePolicy
 from app.auth.review_budget import AccessBudget
 from app.auth.reviews import ReviewError
@@ -146,7 +146,8 @@ class Authorization:
         context = context_of(scope)
         identity = context.identity
         if identity is None and self.authenticator is not None:
-            identity = self.authenticator.known(scope["headers"])
+            if PEER_USER not in scope.get("extensions", ()):  # a certificate comes first
+                identity = self.authenticator.known(scope["headers"])
             if identity is None:
                 identity = self.authenticator.cached_identity(credentials_of(scope))
             if identity is not None:

@@ -23,10 +23,13 @@ from typing import NamedTuple
 
 from app.kube.status import bad_request
 
-__all__ = ["ANONYMOUS", "Credentials", "Impersonation", "UserInfo", "bearer_token",
+__all__ = ["ANONYMOUS", "PEER_USER", "Credentials", "Impersonation", "UserInfo", "bearer_token",
            "credentials_from_scope", "impersonated_user"]
 
 _SA_PREFIX = "system:serviceaccount:"
+# the scope extension holding the user of the connection's verified client certificate
+# (set by the HTTP protocol: app.auth.client_certs)
+PEER_USER = "kcg.peer_user"
 _AUTHENTICATED = "system:authenticated"
 _UNAUTHENTICATED = "system:unauthenticated"
 _ANONYMOUS_NAME = "system:anonymous"
@@ -84,11 +87,14 @@ class Impersonation(NamedTuple):
 
 class Credentials(NamedTuple):
     """What a request presents: a bearer token (or none) and maybe an impersonation, from
-    a client address (what new tokens are budgeted by: ``app.auth.review_budget``)."""
+    a client address (what new tokens are budgeted by: ``app.auth.review_budget``); and the
+    user of the client certificate its connection was verified with (``None`` without one:
+    ``app.auth.client_certs``)."""
 
     token: str | None
     impersonation: Impersonation | None = None
     client: str = ""
+    certificate: UserInfo | None = None
 
 
 def bearer_token(headers: list[tuple[bytes, bytes]]) -> tuple[bytes | None, bool]:
@@ -120,9 +126,10 @@ def credentials_from_scope(scope: dict) -> Credentials:
     token = raw.decode("latin-1") if raw is not None else None
     peer = scope.get("client")
     client = peer[0] if peer else ""
+    certificate = (scope.get("extensions") or {}).get(PEER_USER)
     if not impersonating:
-        return Credentials(token, None, client)
-    return Credentials(token, _impersonation(scope["headers"]), client)
+        return Credentials(token, None, client, certificate)
+    return Credentials(token, _impersonation(scope["headers"]), client, certificate)
 
 
 _LONGEST_IMPERSONATION = 1024

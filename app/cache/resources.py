@@ -149,6 +149,10 @@ class ClusterCache:
         if self.settings.idle_unload > 0:
             self._reaper = asyncio.create_task(self._reap_idle())
         self._heartbeat = asyncio.create_task(self._beat())
+        if self.settings.metadata_only:
+            task = asyncio.create_task(self._name_metadata_only())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
         if not self.settings.prewarm:
             return
         resolving = asyncio.create_task(self._resolve_prewarm(permits))
@@ -168,6 +172,20 @@ class ClusterCache:
                 raise ValueError(f"--prewarm {text}: denied by the resource policy")
             resources.append(resource)
         return resources
+
+    async def _name_metadata_only(self) -> None:
+        """Say in the log which ``--metadata-only`` names name nothing here (a typo would
+        otherwise keep whole objects without a word); an API server that cannot be asked
+        now is left alone."""
+        for text in self.settings.metadata_only:
+            try:
+                await self.resolve_text(text)
+            except (NotFoundError, UnsupportedResourceError) as exc:
+                log.warning("--metadata-only %s: %s; nothing is cached as metadata only for "
+                            "it", text, exc)
+            except Exception as exc:  # noqa: BLE001 - discovery cannot be asked now
+                log.debug("--metadata-only %s not checked: %s", text, exc)
+                return
 
     async def _prewarm(self, permits: Callable[[APIResource], bool],
                        resolving: asyncio.Task) -> None:

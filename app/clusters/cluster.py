@@ -24,6 +24,7 @@ from app.auth.authorization import Authorization
 from app.auth.policy import ResourcePolicy
 from app.auth.review_budget import AccessBudget
 from app.auth.reviews import ApiReviewer, Reviewer
+from app.cache.metadata_only import covering
 from app.cache.resources import ClusterCache
 from app.kube.status import StatusError
 from app.query.budget import QueryMemory
@@ -47,7 +48,8 @@ def strip_managed_fields(obj: dict) -> dict:
 
 
 def build_factory(settings: Settings, api_client: Any = None, **seams: Any) -> SharedInformerFactory:
-    """A factory configured from settings (managedFields stripped unless kept).
+    """A factory configured from settings (managedFields stripped unless kept, the
+    ``--metadata-only`` resources' informers keeping metadata alone).
 
     ``seams`` are passed on (``lister_watcher_func``, ``discovery``): a gateway
     over an in-memory cluster is built exactly as one over a real server.
@@ -55,7 +57,8 @@ def build_factory(settings: Settings, api_client: Any = None, **seams: Any) -> S
     return SharedInformerFactory(
         api_client, default_resync=settings.resync_period,
         namespace=settings.namespace or None, page_size=settings.page_size,
-        transform=None if settings.keep_managed_fields else strip_managed_fields, **seams)
+        transform=None if settings.keep_managed_fields else strip_managed_fields,
+        metadata_only=covering(settings.metadata_only), **seams)
 
 
 class Cluster:

@@ -111,6 +111,7 @@ class GatewayApp:
                  local_only: bool = False, access_log: bool = False,
                  authenticates: bool = False, worker: int | None = None) -> None:
         self.api = api
+        self.client_cas: Any = None  # app.auth.client_certs.ClientCAs, when certificates are asked for
         # one of several processes: every answer says which (operators and tests tell them apart)
         self._worker_header = None if worker is None else (b"kcg-worker", str(worker).encode())
         self.state = api.state

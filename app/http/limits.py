@@ -38,6 +38,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from app.auth.client_certs import PEER_USER, user_of
 from app.streams.wire import CYCLE_KEY
 
 __all__ = ["GuardedProtocol", "StreamLimiter", "guarded_protocol"]
@@ -153,6 +154,10 @@ class GuardedProtocol(HttpToolsProtocol):
                 sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, self.user_timeout_ms)
         super().connection_made(transport)
+        # the user of a verified client certificate (app.auth.client_certs): read once, from
+        # the connection's TLS object (uvicorn does not pass it on), given to each request
+        tls = transport.get_extra_info("ssl_object")
+        self._peer_user = user_of(tls.getpeercert()) if tls is not None else None
         self._in_head, self._head_bytes, self._charged = True, 0, 0
         self._refused = False
         self._last_request = False  # the server is stopping: answer what comes, then close
@@ -196,7 +201,10 @@ class GuardedProtocol(HttpToolsProtocol):
             # its streams write live events straight to the connection (app.streams.wire);
             # weakly: the cycle holds the scope, and a strong reference back would leave
             # every request's scope and cycle to the garbage collector
-            self.scope.setdefault("extensions", {})[CYCLE_KEY] = weakref.ref(cycle)
+            extensions = self.scope.setdefault("extensions", {})
+            extensions[CYCLE_KEY] = weakref.ref(cycle)
+            if self._peer_user is not None:
+                extensions[PEER_USER] = self._peer_user
         if self._last_request and cycle is not None:
             cycle.keep_alive = False  # shutting down: answered, then closed
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -48,7 +48,8 @@ from app.clusters.merging import (CLUSTER_ANNOTATION, decode_versions, encode_ve
                                   tagged_dict)
 from app.http.resources import check_scope, select_consistent
 from app.kube.envelope import ListBody, MadeListBody, list_metadata
-from app.kube.partial import LIST_KIND, partial, wrong_form
+from app.cache.metadata_only import check_read
+from app.kube.partial import answer_type, partial, wrong_form
 from app.kube.request import (Query, decode_continue, encode_continue, negotiate, parse_path,
                               parse_query)
 from app.kube.status import StatusError, bad_request, method_not_allowed, not_found
@@ -74,7 +75,8 @@ class Reached:
 
 
 async def reach(scope: dict, gateway: Any, cluster: Any, target: Any, verb: str,
-                warnings: list[str], wait: bool = True) -> Reached | StatusError | None:
+                warnings: list[str], wait: bool = True,
+                check: Callable[[Any, Any], None] | None = None) -> Reached | StatusError | None:
     """One cluster's share of a merged read (of ``target``, by ``verb``), or why it has none.
 
     ``None``: the cluster does not serve the resource (a ``Warning`` said so). A
@@ -82,6 +84,8 @@ async def reach(scope: dict, gateway: Any, cluster: Any, target: Any, verb: str,
     else with a ``Warning`` (its review failed, its API server does not answer and its cache
     holds nothing, or the cache has not synced). ``wait``: whether a cache still loading is
     waited for (``--sync-timeout``); a cluster whose API server does not answer never is.
+    ``check(cluster, resource)`` raises what the read cannot be, the same in every cluster
+    (``app.cache.metadata_only``).
 
     Raises:
         StatusError: what no cluster could answer differently (a malformed request).
@@ -107,6 +111,8 @@ async def reach(scope: dict, gateway: Any, cluster: Any, target: Any, verb: str,
         if error.code == 403:
             return error  # left out without a word: the caller may not read it there
         raise
+    if check is not None:  # after authorization, as on a cluster's own path: 403 comes first
+        check(cluster, resource)
     ready = caches.ready_entry(resource.gvr)
     try:
         entry = ready or await caches.load(resource, wait=gateway.settings.sync_timeout
@@ -126,6 +132,14 @@ class _Part:
                  places: Sequence[tuple] | None, version: str, summary: bytes | None) -> None:
         self.cluster, self.entry, self.objects = cluster, entry, objects
         self.places, self.version, self.summary = places, version, summary
+
+
+def _read_check(accept: Any, query: Query) -> Callable[[Any, Any], None]:
+    """The refusals of a read of a resource some cluster caches as metadata only."""
+    def check(cluster: Any, resource: Any) -> None:
+        if cluster.caches.factory.metadata_only(resource):
+            check_read(resource, accept, query)
+    return check
 
 
 async def merged_endpoint(request: Request) -> Response:
@@ -160,7 +174,8 @@ async def merged_endpoint(request: Request) -> Response:
     ages: list[int] = []  # of the answers of clusters whose caches are not following
 
     async def part_of(cluster: Any) -> _Part | None | StatusError:
-        reached = await reach(request.scope, gateway, cluster, target, "list", warnings)
+        reached = await reach(request.scope, gateway, cluster, target, "list", warnings,
+                              check=_read_check(accept, query))
         if not isinstance(reached, Reached):
             return reached
         entry, grant = reached.entry, reached.grant
@@ -229,9 +244,7 @@ async def merged_endpoint(request: Request) -> Response:
                                   continue_token=token, remaining=remaining)
         return Response(body, media_type="application/json", headers=headers)
     res = first.resource
-    api_version, kind = res.api_version, res.list_kind
-    if accept.kind == "meta":
-        api_version, kind = f"meta.k8s.io/{accept.table_version}", LIST_KIND
+    kind, api_version = answer_type(res, accept, listing=True)
     head = (b'{"apiVersion":' + orjson.dumps(api_version) + b',"kind":'
             + orjson.dumps(kind) + b',"metadata":'
             + orjson.dumps(list_metadata(rv, token, remaining)) + b',"items":[')
@@ -268,7 +281,7 @@ async def _stream(request: Request, gateway: Any, target: Any, query: Query, acc
     async def attach(cluster: Any, wait: bool) -> Any:
         # the start's reasons go into its Warning; a later try's, nowhere (no header is left)
         return await reach(request.scope, gateway, cluster, target, "watch",
-                           warnings if wait else [], wait)
+                           warnings if wait else [], wait, _read_check(accept, query))
 
     if accept.kind == "sse":
         last_id = request.headers.get("last-event-id", "").strip()

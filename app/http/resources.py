@@ -30,7 +30,8 @@ from app.bridge import run_blocking, run_bulk
 from app.cache.resources import ResourceCache
 from app.query.engine import KEEP_ANSWERS_BELOW
 from app.kube.envelope import ListBody, StoredBody, list_length, list_metadata
-from app.kube.partial import LIST_KIND, partial, wrong_form
+from app.cache.metadata_only import check_read
+from app.kube.partial import answer_type, partial, wrong_form
 from app.cache.requested_version import check_list_options, fresh_enough
 from app.kube.request import (
     Accept,
@@ -103,6 +104,8 @@ async def resource_endpoint(request: Request) -> Response:
         wrong = wrong_form(accept.as_kind, target.name is None and not query.watch, resource)
         if wrong is not None:
             raise wrong
+    if caches.factory.metadata_only(resource):
+        check_read(resource, accept, query)
     scope_ns = gateway.settings.namespace or None
     if scope_ns is not None and namespace not in (None, scope_ns):
         raise forbidden(f"this gateway caches only the namespace {scope_ns!r}",
@@ -273,9 +276,7 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
         return await _finish(request, body, etag)
     res = entry.resource
     meta = list_metadata(rv, token, remaining)
-    api_version, kind = res.api_version, res.list_kind
-    if accept.kind == "meta":
-        api_version, kind = f"meta.k8s.io/{accept.table_version}", LIST_KIND
+    kind, api_version = answer_type(res, accept, listing=True)
     head = (b'{"apiVersion":' + orjson.dumps(api_version) + b',"kind":'
             + orjson.dumps(kind) + b',"metadata":' + orjson.dumps(meta) + b',"items":[')
     if accept.kind == "meta":

@@ -16,17 +16,20 @@ As the API server: the list form asked of one object, or the object form asked o
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
 
 from app.kube.status import StatusError
 
-__all__ = ["KIND", "LIST_KIND", "partial", "wrong_form"]
+__all__ = ["KIND", "LIST_KIND", "answer_type", "metadata_span", "partial", "wrong_form"]
 
 KIND = "PartialObjectMetadata"
 LIST_KIND = "PartialObjectMetadataList"
 _HEADS: dict[str, bytes] = {}
+_METADATA = b'"metadata":{'
+_scan = json.JSONDecoder().raw_decode  # a JSON value from an offset, and where it ends
 
 
 def _head(version: str) -> bytes:
@@ -37,10 +40,42 @@ def _head(version: str) -> bytes:
     return head
 
 
+def metadata_span(raw: bytes) -> tuple[int, int, dict] | None:
+    """Where an object's ``metadata`` lies in its JSON bytes (start, end) and its value,
+    decoding nothing else; ``None`` where that is not certain (then decode it whole).
+
+    Certain means: the first ``"metadata":{`` preceded by no other object (the top level's
+    ``apiVersion`` and ``kind`` come first, as the API server and the cache write them), in
+    ASCII bytes (where character and byte offsets agree).
+    """
+    at = raw.find(_METADATA)
+    if at <= 0 or b"{" in raw[1:at] or not raw.isascii():
+        return None
+    start = at + len(_METADATA) - 1
+    try:
+        meta, end = _scan(raw.decode("ascii"), start)
+    except ValueError:
+        return None
+    return (start, end, meta) if isinstance(meta, dict) else None
+
+
 def partial(raw: bytes, version: str = "v1") -> bytes:
-    """The ``PartialObjectMetadata`` of an object's JSON (``meta.k8s.io/VERSION``)."""
+    """The ``PartialObjectMetadata`` of an object's JSON (``meta.k8s.io/VERSION``): its
+    ``metadata`` bytes as they are, in the metadata form's envelope (a Pod's metadata is a
+    fifth of it: the rest is never decoded)."""
+    span = metadata_span(raw)
+    if span is not None:
+        return _head(version) + raw[span[0]:span[1]] + b"}"
     meta = orjson.loads(raw).get("metadata")
     return _head(version) + orjson.dumps(meta if isinstance(meta, dict) else {}) + b"}"
+
+
+def answer_type(resource: Any, accept: Any, listing: bool) -> tuple[str, str]:
+    """(kind, apiVersion) of an answer of ``resource``, a list or one object (a watch's
+    bookmark): the resource's own, or the metadata form's when ``accept`` asks for it."""
+    if accept.kind == "meta":
+        return (LIST_KIND if listing else KIND), f"meta.k8s.io/{accept.table_version}"
+    return (resource.list_kind if listing else resource.kind), resource.api_version
 
 
 def wrong_form(as_kind: str, listing: bool, resource: Any = None) -> StatusError | None:

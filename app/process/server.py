@@ -17,6 +17,9 @@ __all__ = ["run_server", "uvicorn_config"]
 def uvicorn_config(app: Any, settings: Any, **overrides: Any) -> Any:
     """uvicorn's configuration for ``app`` from ``settings`` (``overrides`` win).
 
+    Serving TLS with authorization, the context asks for client certificates and checks
+    them against the identity cluster's client CAs (``app.auth.client_certs``).
+
     ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are believed only from the proxies
     ``--forwarded-allow-ips`` names: uvicorn believes loopback by default, so a
     port-forward or a sidecar could pass any client address, and the access log and
@@ -39,7 +42,12 @@ def uvicorn_config(app: Any, settings: Any, **overrides: Any) -> Any:
         "forwarded_allow_ips": list(settings.forwarded_allow_ips) or None,
     }
     options.update(overrides)
-    return uvicorn.Config(app, **options)
+    config = uvicorn.Config(app, **options)
+    client_cas = getattr(app, "client_cas", None)
+    if client_cas is not None and config.is_ssl:
+        config.load()  # makes the TLS context now (serve() would): it must ask for certificates
+        client_cas.install(config.ssl)
+    return config
 
 
 def run_server(settings: Any, api_client: Any, on_ready: Any = None, sockets: Any = None,

@@ -54,7 +54,7 @@ from app.cache.answer_age import warning_header
 from app.cache.hub import Event, EventHub, Subscriber, parse_rv
 from app.cache.requested_version import FRESHNESS_WAIT, fresh_enough
 from app.clusters.merging import CLUSTER_ANNOTATION, encode_versions, tagged, tagged_dict
-from app.kube.partial import KIND, partial
+from app.kube.partial import answer_type, partial
 from app.kube.request import Accept, Query
 from app.kube.status import StatusError, status_body
 from app.kube.table import table_bytes
@@ -554,9 +554,7 @@ class MergedWatch:
     def _bookmark(self, member: Member, token: str, annotations: dict | None = None) -> bytes:
         """A BOOKMARK of the resource's kind (or ``PartialObjectMetadata``) at ``token``."""
         res = member.entry.resource
-        kind, api_version = res.kind, res.api_version
-        if self.accept.kind == "meta":
-            kind, api_version = KIND, f"meta.k8s.io/{self.accept.table_version}"
+        kind, api_version = answer_type(res, self.accept, listing=False)
         meta: dict[str, Any] = {"resourceVersion": token}
         if annotations:
             meta["annotations"] = annotations

@@ -34,7 +34,7 @@ from app.cache.resources import ResourceCache
 from app.cache.hub import Event, Subscriber, frames, parse_rv
 from app.cache.requested_version import FRESHNESS_WAIT, fresh_enough
 from app.query.projection import Projection
-from app.kube.partial import KIND, partial
+from app.kube.partial import answer_type, partial
 from app.kube.request import Accept, Query
 from app.kube.status import StatusError, status_body
 from app.kube.table import table_bytes
@@ -172,9 +172,7 @@ class WatchEncoder:
         meta: dict = {"resourceVersion": str(rv)}
         if initial_events_end:
             meta["annotations"] = {INITIAL_EVENTS_END: "true"}
-        kind, api_version = res.kind, res.api_version
-        if self.accept.kind == "meta":
-            kind, api_version = KIND, f"meta.k8s.io/{self.accept.table_version}"
+        kind, api_version = answer_type(res, self.accept, listing=False)
         return orjson.dumps({"type": "BOOKMARK", "object": {
             "kind": kind, "apiVersion": api_version, "metadata": meta}}) + b"\n"
 

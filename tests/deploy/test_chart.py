@@ -43,7 +43,7 @@ def test_each_variant_renders_objects_valid_for_kubernetes(variant, version):
 def test_the_default_objects_are_the_expected_set():
     kinds = sorted(o["kind"] for o in objects_of())
     assert kinds == sorted(["ServiceAccount", "ClusterRole", "ClusterRole", "ClusterRoleBinding",
-                            "ClusterRoleBinding", "Deployment", "Service",
+                            "ClusterRoleBinding", "RoleBinding", "Deployment", "Service",
                             "PodDisruptionBudget", "NetworkPolicy"])
     full = {o["kind"] for o in objects_of(variant_values("full-values.yaml"))}
     assert {"Ingress", "ServiceMonitor", "PrometheusRule", "HorizontalPodAutoscaler",
@@ -62,8 +62,16 @@ def test_the_cluster_role_reads_only_and_leaves_secrets_out(variant):
             assert "secrets" not in rule["resources"] and "*" not in rule["resources"]
     bindings = {b["roleRef"]["name"] for b in by_kind(objs, "ClusterRoleBinding")}
     authorizing = variant_values(variant).get("authz", {}).get("mode", "kubernetes") == "kubernetes"
-    assert ("system:auth-delegator" in bindings) == (
-        authorizing and variant_values(variant).get("rbac", {}).get("create", True))
+    delegating = authorizing and variant_values(variant).get("rbac", {}).get("create", True)
+    assert ("system:auth-delegator" in bindings) == delegating
+    # the client CAs callers' certificates are checked against, read where the API server
+    # writes them, with the Role every delegated authenticator is bound to
+    readers = [b for b in by_kind(objs, "RoleBinding")
+               if b["roleRef"]["name"] == "extension-apiserver-authentication-reader"]
+    assert len(readers) == (1 if delegating else 0)
+    if readers:
+        assert readers[0]["metadata"]["namespace"] == "kube-system"
+        assert readers[0]["roleRef"]["kind"] == "Role"
 
 
 def test_the_resources_come_from_the_values():
@@ -112,6 +120,7 @@ def test_values_become_the_gateways_settings():
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["KCG_AUTHZ"] == "kubernetes"
     assert env["KCG_PREWARM"] == "pods,deployments.apps"
+    assert env["KCG_METADATA_ONLY"] == "events"
     assert env["KCG_CORS_ORIGINS"] == "https://dashboard.example.com"
     assert env["KCG_NAMESPACE_PARTITIONED_LISTS"] == "true"
     assert env["KCG_AUTHZ_DENY_CACHE_TTL"] == "10"
@@ -292,7 +301,9 @@ def test_cluster_secrets_in_a_namespace_of_their_own_are_the_only_secrets_readab
     objs = objects_of({"clusters": {"fromSecrets": True, "authnCluster": "prod",
                                     "secretsNamespace": "kcg-clusters",
                                     "secretAllow": ["proxy-url"]}})
-    roles = by_kind(objs, "Role") + by_kind(objs, "RoleBinding")
+    roles = by_kind(objs, "Role") + [  # (the client CAs' reader reads one ConfigMap only)
+        b for b in by_kind(objs, "RoleBinding")
+        if b["roleRef"]["name"] != "extension-apiserver-authentication-reader"]
     assert {o["metadata"]["namespace"] for o in roles} == {"kcg-clusters"}
     (deployment,) = by_kind(objs, "Deployment")
     env = {e["name"]: e.get("value") for e in

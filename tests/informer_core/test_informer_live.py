@@ -429,3 +429,33 @@ def test_tombstones_carry_the_last_known_object(kube, local_cluster, namespace):
         thread.join(5)
         local_cluster.remove_apiserver(server)
         client.close()
+
+
+def test_a_metadata_only_informer_keeps_and_delivers_metadata_alone(kube, factory, namespace):
+    """As client-go's metadata informers: the API server is asked for PartialObjectMetadata,
+    so the list, each watch event and the store hold each object's metadata and nothing else,
+    while the informer follows changes as a whole-object one does. Other resources of the same
+    factory stay whole."""
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+    kube.create(base, cm("before", labels={"k": "1"}, data={"big": "x" * 4000}))
+    f, stop = factory(namespace=namespace, metadata_only=lambda r: r.resource == "configmaps")
+    generic = f.for_resource(CONFIGMAPS)
+    whole = f.for_resource(PODS)
+    handler = RecordingHandler()
+    generic.informer().add_event_handler(handler)
+    f.start(stop)
+    assert f.wait_for_cache_sync(stop, timeout=20)
+    kube.create(base, cm("after", data={"big": "y" * 4000}))
+    kube.patch(f"{base}/before", {"metadata": {"labels": {"k": "2"}}})
+    wait_until(lambda: {o["metadata"]["name"]: o["metadata"].get("labels")
+                        for o in generic.lister().list()} == {"before": {"k": "2"}, "after": None},
+               timeout=20, message="the changes followed")
+    for obj in generic.lister().list():
+        assert set(obj) == {"kind", "apiVersion", "metadata"}, obj
+        assert (obj["kind"], obj["apiVersion"]) == ("PartialObjectMetadata", "meta.k8s.io/v1")
+        assert "managedFields" in obj["metadata"]  # no transform: the API server's metadata as sent
+    assert [c[:2] for c in handler.snapshot()] == [("add", "before"), ("add", "after"),
+                                                  ("update", "before")]
+    kube.create(f"/api/v1/namespaces/{namespace}/pods", pod("p"))
+    wait_until(lambda: whole.lister().list(), timeout=20, message="the pod")
+    assert whole.lister().list()[0]["kind"] == "Pod" and "spec" in whole.lister().list()[0]

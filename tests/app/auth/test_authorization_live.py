@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
@@ -133,6 +134,13 @@ class World:
             {"apiGroups": [""], "resources": ["namespaces"], "verbs": READ}])
         bind(kube, PREFIX + "gateway", PREFIX + "gateway", [sa_subject("gateway")])
         bind(kube, PREFIX + "gateway-delegator", "system:auth-delegator", [sa_subject("gateway")])
+        # as the chart binds it: the client CAs the API server trusts, to check certificates by
+        bind(kube, PREFIX + "gateway-authentication-reader",
+             "extension-apiserver-authentication-reader", [sa_subject("gateway")], "kube-system",
+             role_kind="Role")
+        # carol, known by a client certificate only: everything, in authz-a only
+        bind(kube, "carol", PREFIX + "read-all",
+             [{"kind": "User", "name": "carol", "apiGroup": "rbac.authorization.k8s.io"}], "authz-a")
         for name in ("ns-reader", "cluster-reader", "pod-reader", "nobody", "gateway",
                      "impersonator", "revokee"):
             self.tokens[name] = kube.service_account_token(IDS_NS, name)
@@ -499,6 +507,53 @@ def test_kubectl_reads_through_the_gateway_with_its_own_token(world, gateway, tm
     refused = subprocess.run([*base, "get", "pods", "-A"], capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0
     assert 'cannot list resource "pods" in API group "" at the cluster scope' in refused.stderr
+
+
+def test_kubectl_with_a_certificate_kubeconfig_prints_what_the_api_server_prints(
+        local_cluster, world, gateway, tmp_path):
+    """kind's and kubeadm's admin kubeconfigs hold a certificate, not a token: through the
+    gateway they got 401 for everything. Now kubectl 1.35 with kubeadm's admin (CN
+    kubernetes-admin, O system:masters) and with a user bound in one namespace prints what
+    the API server prints, its refusals included; the CAs are the ones the API server's
+    ConfigMap names (no --client-ca-file given). A certificate of another CA reads nothing:
+    the API server answers 401, the gateway ends the handshake (docs/security.md)."""
+    from control_plane.certs import certificate_authority
+    from control_plane.client_tools import kubectl
+
+    binary = str(kubectl("1.35"))
+    other_ca = certificate_authority(tmp_path / "other", "other-ca")
+
+    def both(user: str, groups: tuple[str, ...], *args: str, ca=None):
+        direct = local_cluster.certificate_kubeconfig(tmp_path / f"{user}-direct.yaml", user,
+                                                      groups, ca=ca)
+        ours = local_cluster.certificate_kubeconfig(tmp_path / f"{user}-ours.yaml", user, groups,
+                                                    server_url=gateway.url,
+                                                    ca_file=Path(gateway.ca_file), ca=ca)
+        return [subprocess.run([binary, "--kubeconfig", str(k), f"--cache-dir={tmp_path}/c",
+                                "--request-timeout=20s", *args],
+                               capture_output=True, text=True, timeout=60)
+                for k in (direct, ours)]
+
+    for args in (["get", "pods", "-A", "-o", "name"], ["get", "configmaps", "-n", "authz-b",
+                                                       "-o", "name"],
+                 ["get", "gadgets", "-n", "authz-c", "-o", "name"]):
+        direct, ours = both("kubernetes-admin", ("system:masters",), *args)
+        assert direct.returncode == ours.returncode == 0, (args, direct.stderr, ours.stderr)
+        assert ours.stdout == direct.stdout and ours.stdout.strip(), args
+    direct, ours = both("carol", (), "get", "pods", "-n", "authz-a", "-o", "name")
+    assert direct.returncode == ours.returncode == 0, (direct.stderr, ours.stderr)
+    assert ours.stdout.split() == direct.stdout.split() == ["pod/p1", "pod/p2"]
+    direct, ours = both("carol", (), "get", "pods", "-A")
+    assert direct.returncode != 0 and ours.returncode != 0
+    said = 'User "carol" cannot list resource "pods" in API group "" at the cluster scope'
+    assert said in direct.stderr and said in ours.stderr, (direct.stderr, ours.stderr)
+
+    direct, ours = both("mallory", ("system:masters",), "get", "pods", "-A", "-o", "name",
+                        ca=other_ca)
+    assert direct.returncode != 0 and "Unauthorized" in direct.stderr, direct.stderr
+    assert ours.returncode != 0 and ours.stdout == "", ours.stdout
+    # the handshake's alert: with TLS 1.3 the client reads it as the connection's end
+    assert any(w in ours.stderr.lower() for w in ("tls", "certificate", "eof")), ours.stderr
 
 
 # -- the gateway's own rights ------------------------------------------------------------------

@@ -1,0 +1,152 @@
+"""Client certificates over a gateway serving TLS with --authz kubernetes (over an in-memory
+cluster, reviews from a table; against the API server and kubectl in test_authorization_live)."""
+
+from __future__ import annotations
+
+import ssl
+import time
+
+import httpx
+import pytest
+
+from app.auth import client_certs
+from app.auth.client_certs import ClientCAs, _ca_of, user_of
+from app.settings import settings_from_args
+from control_plane.certs import certificate_authority, client_certificate, self_signed_cert
+from control_plane.fake import FakeCluster
+from tests.app.conftest import run_gateway
+from tests.app.fake_reviewer import TableReviewer
+from tests.helpers import wait_until
+
+
+def test_the_subject_is_read_as_the_api_server_reads_it():
+    subject = ((("organizationName", "team-a"),), (("organizationName", "team-b"),),
+               (("commonName", "carol"),))
+    assert user_of({"subject": subject}) == ("carol", "", ("team-a", "team-b",
+                                                           "system:authenticated"), ())
+    assert user_of({"subject": ((("organizationName", "x"),),)}) is None  # no CN: 401
+    assert user_of(None) is None and user_of({}) is None
+
+
+def test_the_configmap_is_read_as_delegated_authenticators_read_it():
+    assert _ca_of(200, {"data": {"client-ca-file": "PEM"}}) == "PEM"
+    assert _ca_of(200, {"data": {"requestheader-client-ca-file": "PEM"}}) == ""  # none: all refused
+    assert _ca_of(404, None) == ""
+    assert _ca_of(403, {"kind": "Status"}) is None  # unreadable: what is trusted is kept
+    assert _ca_of(503, None) is None
+
+
+def test_a_ca_file_that_will_not_load_keeps_the_cas_before(tmp_path):
+    cert, key = self_signed_cert(tmp_path)
+    ca = certificate_authority(tmp_path)[0].read_text()
+    cas = ClientCAs(str(cert), str(key))
+    assert cas.update(ca) and cas.pem == ca
+    assert not cas.update("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
+    assert cas.pem == ca
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--client-ca-file", "ca.crt"], "needs --tls-cert-file"),
+    (["--client-ca-file", "ca.crt", "--tls-cert-file", "s.crt", "--tls-private-key-file", "s.key"],
+     "--authz kubernetes"),
+    (["--client-ca-file", "missing.crt", "--tls-cert-file", "s.crt", "--tls-private-key-file",
+      "s.key", "--authz", "kubernetes", "--host", "127.0.0.1"], "no such file: missing.crt"),
+])
+def test_a_ca_file_needs_tls_and_authorization(tmp_path, monkeypatch, args, said):
+    import argparse
+
+    from app.settings import add_arguments
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("ca.crt", "s.crt", "s.key"):
+        (tmp_path / name).write_text("x")
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    with pytest.raises(ValueError, match=said):
+        settings_from_args(parser.parse_args(args))
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    monkeypatch.setattr(client_certs, "REFRESH", 0.2)
+    serving = self_signed_cert(tmp_path / "serving")
+    first = certificate_authority(tmp_path / "first", "first-ca")
+    second = certificate_authority(tmp_path / "second", "second-ca")
+    ca_file = tmp_path / "client-ca.crt"
+    ca_file.write_text(first[0].read_text())
+    fake = FakeCluster()
+    fake.ensure_namespace("apps")
+    fake.create("/api/v1/namespaces/apps/configmaps", {"metadata": {"name": "c1"}})
+    reviewer = TableReviewer(tokens={"t": {"username": "tom", "groups": ["system:authenticated"]}},
+                             allowed={("carol", "list", "configmaps", "apps"),
+                                      ("dave", "list", "configmaps", "apps"),
+                                      ("tom", "list", "configmaps", "apps")})
+    with run_gateway(fake, reviewer=reviewer, authz="kubernetes", tls_cert_file=str(serving[0]),
+                     tls_private_key_file=str(serving[1]), client_ca_file=str(ca_file)) as gw:
+        gw.reviewer, gw.ca_file = reviewer, ca_file
+        gw.first, gw.second = first, second
+        gw.serving_cert = str(serving[0])
+        gw.carol = client_certificate(tmp_path / "carol", first, "carol", ("team-a",))
+        gw.dave = client_certificate(tmp_path / "dave", second, "dave")
+        yield gw
+
+
+def _tls(gw, cert=None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=gw.serving_cert)
+    if cert:
+        context.load_cert_chain(str(cert[0]), str(cert[1]))
+    return context
+
+
+def _get(gw, cert=None, headers=None, path="/api/v1/namespaces/apps/configmaps") -> httpx.Response:
+    with httpx.Client(base_url=gw.url, verify=_tls(gw, cert), timeout=10) as client:
+        return client.get(path, headers=headers or {})
+
+
+def test_a_certificate_of_a_trusted_ca_is_its_subject_and_every_access_is_reviewed(world):
+    answer = _get(world, world.carol)
+    assert answer.status_code == 200, answer.text
+    assert [i["metadata"]["name"] for i in answer.json()["items"]] == ["c1"]
+    review = world.reviewer.access_reviews[-1]
+    assert (review["user"], review["groups"]) == ("carol", ["team-a", "system:authenticated"])
+    assert world.reviewer.token_reviews == []  # a certificate needs no TokenReview
+    # refused by the review: the API server's 403, for the certificate's user
+    refused = _get(world, world.carol, path="/api/v1/namespaces/other/configmaps")
+    assert refused.status_code == 403 and 'User "carol" cannot list' in refused.json()["message"]
+
+
+def test_without_a_certificate_a_token_is_still_asked_for(world):
+    assert _get(world).status_code == 401
+    assert _get(world, headers={"Authorization": "Bearer t"}).status_code == 200
+    assert world.reviewer.access_reviews[-1]["user"] == "tom"
+
+
+def test_a_certificate_comes_before_a_token_as_in_the_api_server(world):
+    answer = _get(world, world.carol, headers={"Authorization": "Bearer t"})
+    assert answer.status_code == 200
+    assert world.reviewer.access_reviews[-1]["user"] == "carol"
+
+
+def test_a_certificate_of_another_ca_reads_nothing(world):
+    with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
+        _get(world, world.dave)
+    assert all(r["user"] != "dave" for r in world.reviewer.access_reviews)
+
+
+def test_the_cas_are_followed_as_the_file_changes(world):
+    """A CA added is trusted and one removed refused from the next handshake, no restart."""
+    world.ca_file.write_text(world.second[0].read_text())
+
+    def dave_in() -> bool:
+        try:
+            return _get(world, world.dave).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(dave_in, 10, message="the second CA trusted")
+    with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
+        _get(world, world.carol)
+    time.sleep(0.5)
+    world.ca_file.write_text("")  # none: every certificate refused, tokens still read
+    wait_until(lambda: not dave_in(), 10, message="no CA trusted")
+    assert _get(world, headers={"Authorization": "Bearer t"}).status_code == 200
