@@ -8,7 +8,8 @@ One kube-apiserver + etcd, seeded once with 10,000 Pods in 100 namespaces and
 (``bench.authz``: ``--authz kubernetes`` vs ``none``), the change fan-out
 (``bench.fanout``, with what one write costs the kernel alone: ``bench.send_cost``),
 what ``--workers N`` costs (``bench.workers``), the queries for
-dashboards (``bench.dashboard``), a merged list of three clusters (``bench.merged``) and
+dashboards (``bench.dashboard``), a merged list of three clusters (``bench.merged``), today's
+clients' watch-list and ``--metadata-only`` (``bench.clients``) and
 how cost grows with objects and subscribers (``bench.scale``, on an API server of its own),
 each measuring
 side by side in the same run. ``--quick`` runs everything at toy sizes, to check the machinery.
@@ -23,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import (authz, dashboard, fanout, merged, queries, scale, send_cost, sync_pods,
-                   workers)
+from bench import (authz, clients, dashboard, fanout, merged, queries, scale, send_cost,
+                   sync_pods, workers)
 from bench.report import render
 from bench.seed import seed
 from control_plane.cluster import LocalCluster
@@ -48,14 +49,15 @@ def main(argv: list[str] | None = None) -> int:
                 authz_rounds=4, authz_requests=20_000, subscribers=1000, rate=10.0,
                 fan_seconds=60.0, settle=25.0, send_seconds=10.0, workers_seconds=60.0,
                 workers_rate=50.0,
-                merged_rounds=15, scale_pods=(1_000, 10_000, 50_000),
+                merged_rounds=15, clients_rounds=5, scale_pods=(1_000, 10_000, 50_000),
                 scale_subscribers=(100, 1_000, 5_000), scale_seconds=30.0)
     if args.quick:
         size = dict(pods=200, configmaps=20, sync_rounds=1, query_seconds=1.0, query_rounds=1,
                     authz_rounds=1, authz_requests=500, subscribers=10, rate=5.0,
                     fan_seconds=2.0, settle=3.0, send_seconds=1.0, workers_seconds=2.0,
                     workers_rate=5.0,
-                    merged_rounds=2, scale_pods=(100, 300), scale_subscribers=(5, 10),
+                    merged_rounds=2, clients_rounds=1, scale_pods=(100, 300),
+                    scale_subscribers=(5, 10),
                     scale_seconds=2.0)
     command = ("python -m bench" + (" --quick" if args.quick else "") + f" --out {args.out}"
                + (f" --json {args.json}" if args.json else ""))
@@ -88,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
                                              rounds=size["query_rounds"])
         print("several clusters: one merged list ...", flush=True)
         results["merged"] = merged.run(cluster, size["pods"], rounds=size["merged_rounds"])
+        print("today's clients: watch-list, --metadata-only ...", flush=True)
+        results["clients"] = clients.run(cluster, size["pods"], rounds=size["clients_rounds"])
     print("how cost grows: objects, then subscribers ...", flush=True)  # on a cluster of its own
     results["scale"] = scale.run(size["scale_pods"], size["scale_subscribers"],
                                  fan_seconds=size["scale_seconds"],

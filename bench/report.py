@@ -14,7 +14,8 @@ import statistics
 import time
 from pathlib import Path
 
-from bench import authz, dashboard, fanout, merged, queries, scale, send_cost, sync_pods, workers
+from bench import (authz, clients, dashboard, fanout, merged, queries, scale, send_cost,
+                   sync_pods, workers)
 
 __all__ = ["render", "targets"]
 
@@ -323,6 +324,20 @@ never its items joined.
 """
 
 
+_CLIENTS = """\
+## Today's clients: watch-list's first state, and `--metadata-only`
+
+`bench/clients.py`, on the benchmark's API server. Watch-list, as every client-go 1.35
+reflector asks it first: the time to the `BOOKMARK` annotated `k8s.io/initial-events-end`
+(the whole state received as `ADDED` events), beside a LIST of the same Pods from the
+gateway and from the API server's watch cache; each read to its last byte over a kept
+connection, not decoded; the median of {rounds} rounds after one to warm. The 1.20 API
+server refuses watch-list (it came in 1.27): its client falls back to that LIST and a
+watch. Then memory: a gateway with `--prewarm pods`, with and without `--metadata-only
+pods`, each once synced (its resident memory less an idle gateway's, per Pod).
+"""
+
+
 def render(results: dict) -> str:
     """The whole ``docs/benchmarks.md``."""
     size = results["size"]
@@ -384,4 +399,11 @@ def render(results: dict) -> str:
             parts.append(f"These rows come from a run of their own, on the same machine and day: "
                          f"`{m['command']}`.\n")
         parts.append(merged.table(m) + "\n")
+    if "clients" in results:
+        c = results["clients"]
+        parts.append(_CLIENTS.format(rounds=c["watch_list"]["rounds"]))
+        if c.get("command"):  # measured apart from the rest, and said so
+            parts.append(f"These rows come from a run of their own, on the same machine and day: "
+                         f"`{c['command']}` (its own API server, seeded the same way).\n")
+        parts.append(clients.table(c) + "\n")
     return "\n".join(parts)

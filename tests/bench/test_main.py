@@ -28,7 +28,8 @@ def test_quick_benchmark_run_writes_the_report(tmp_path, local_cluster):
     report = out.read_text()
     for heading in ("## Targets", "## Queries", "### Where the gateway's time goes",
                     "## Authorization's cost", "## Initial sync", "## Change fan-out",
-                    "## Several clusters: one merged list", "## How cost grows"):
+                    "## Several clusters: one merged list", "## How cost grows",
+                    "## Today's clients"):
         assert heading in report
     assert "| Q5 | 8 | gateway HTTPS | 200 |" in report
     assert "python -m bench --quick" in report
