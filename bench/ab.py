@@ -6,7 +6,9 @@ Each tree is a checkout of the project (``git worktree add --detach DIR COMMIT``
 AFTER defaults to this one. Both gateways run as their own processes on one
 seeded API server (10,000 Pods), Pods pre-warmed; wrk drives Q1–Q5 at 1 and 8
 connections, interleaved, two rounds, medians. For a change that must not slow
-what it does not touch.
+what it does not touch. ``--authz``: both gateways authorize every caller (``--authz
+kubernetes``), wrk sending the admin's token, so the cost of a known caller's decision is in
+the comparison too.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ def main() -> None:
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path, nargs="?", default=Path.cwd())
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--authz", action="store_true",
+                        help="both gateways with --authz kubernetes, wrk with a token")
     args = parser.parse_args()
     here = Path.cwd()
     with LocalCluster() as cluster, tempfile.TemporaryDirectory() as tmp:
@@ -39,8 +43,10 @@ def main() -> None:
         for side, tree in (("before", args.before), ("after", args.after)):
             os.chdir(tree)  # the gateway process imports the tree it starts in
             gateways[side] = start_gateway(cluster, Path(tmp) / side, "--prewarm", "pods",
-                                           "--sync-timeout", "120")
+                                           "--sync-timeout", "120",
+                                           *(("--authz", "kubernetes") if args.authz else ()))
         os.chdir(here)
+        token = cluster.admin.token if args.authz else ""
         runs: dict = {}
         try:
             for r in range(2):
@@ -48,8 +54,9 @@ def main() -> None:
                     for side, gateway in gateways.items():
                         for conns in (1, 8):
                             if r == 0:
-                                wrk(gateway.url + query.path, conns, 1)
-                            result = wrk(gateway.url + query.path, conns, args.seconds, "", gateway.pid)
+                                wrk(gateway.url + query.path, conns, 1, token)
+                            result = wrk(gateway.url + query.path, conns, args.seconds, token,
+                                         gateway.pid)
                             runs.setdefault((query.name, conns, side), []).append(
                                 result["requests_per_second"])
         finally:
