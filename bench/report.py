@@ -331,10 +331,11 @@ _CLIENTS = """\
 reflector asks it first: the time to the `BOOKMARK` annotated `k8s.io/initial-events-end`
 (the whole state received as `ADDED` events), beside a LIST of the same Pods from the
 gateway and from the API server's watch cache; each read to its last byte over a kept
-connection, not decoded; the median of {rounds} rounds after one to warm. The 1.20 API
-server refuses watch-list (it came in 1.27): its client falls back to that LIST and a
-watch. Then memory: a gateway with `--prewarm pods`, with and without `--metadata-only
-pods`, each once synced (its resident memory less an idle gateway's, per Pod).
+connection, uncompressed (a watch never is), not decoded; the median of {rounds} rounds
+after one to warm. The 1.20 API server refuses watch-list (it came in 1.27): its client falls
+back to that LIST and a watch. Then memory: a gateway with `--prewarm pods`, with and
+without `--metadata-only pods`, each once synced (its resident memory less an idle
+gateway's, per Pod).
 """
 
 
