@@ -59,6 +59,7 @@ def client_certificate(directory: Path, ca: tuple[Path, Path], user: str,
                        groups: tuple[str, ...] = (), name: str = "") -> tuple[Path, Path]:
     """Write a client certificate for ``user`` in ``groups``, signed by ``ca`` (its cert and
     key paths), as ``<name>.crt`` and ``<name>.key`` (``name``: the user's); return them.
+    ``user`` empty: a subject with no common name (which names nobody).
 
     Raises:
         RuntimeError: ``openssl`` failed.
@@ -67,7 +68,7 @@ def client_certificate(directory: Path, ca: tuple[Path, Path], user: str,
     name = name or user.replace(":", "-")
     cert, key, csr = (directory / f"{name}.crt", directory / f"{name}.key",
                       directory / f"{name}.csr")
-    subject = "".join(f"/O={g}" for g in groups) + f"/CN={user}"
+    subject = "".join(f"/O={g}" for g in groups) + (f"/CN={user}" if user else "")
     _openssl("req", "-newkey", "rsa:2048", "-nodes", "-sha256", "-keyout", str(key),
              "-out", str(csr), "-subj", subject)
     extensions = directory / f"{name}.ext"

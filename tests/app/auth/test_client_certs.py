@@ -80,7 +80,9 @@ def world(tmp_path, monkeypatch):
     reviewer = TableReviewer(tokens={"t": {"username": "tom", "groups": ["system:authenticated"]}},
                              allowed={("carol", "list", "configmaps", "apps"),
                                       ("dave", "list", "configmaps", "apps"),
-                                      ("tom", "list", "configmaps", "apps")})
+                                      ("tom", "list", "configmaps", "apps"),
+                                      ("carol", "impersonate", "users", ""),
+                                      ("bob", "list", "configmaps", "apps")})
     with run_gateway(fake, reviewer=reviewer, authz="kubernetes", tls_cert_file=str(serving[0]),
                      tls_private_key_file=str(serving[1]), client_ca_file=str(ca_file)) as gw:
         gw.reviewer, gw.ca_file = reviewer, ca_file
@@ -88,6 +90,8 @@ def world(tmp_path, monkeypatch):
         gw.serving_cert = str(serving[0])
         gw.carol = client_certificate(tmp_path / "carol", first, "carol", ("team-a",))
         gw.dave = client_certificate(tmp_path / "dave", second, "dave")
+        gw.nameless = client_certificate(tmp_path / "nameless", first, "", ("team-a",),
+                                         name="nameless")
         yield gw
 
 
@@ -150,3 +154,22 @@ def test_the_cas_are_followed_as_the_file_changes(world):
     world.ca_file.write_text("")  # none: every certificate refused, tokens still read
     wait_until(lambda: not dave_in(), 10, message="no CA trusted")
     assert _get(world, headers={"Authorization": "Bearer t"}).status_code == 200
+
+
+def test_a_certificate_naming_nobody_is_a_401(world):
+    """A trusted certificate with no common name names no user: the API server's 401."""
+    answer = _get(world, world.nameless)
+    assert answer.status_code == 401, answer.text
+    assert world.reviewer.access_reviews == []
+
+
+def test_a_certificates_user_impersonates_as_a_tokens_would(world):
+    """Impersonation from a certificate is decided like any other: carol may impersonate
+    users (the review says so) and reads as bob; without that right it is a 403."""
+    answer = _get(world, world.carol, headers={"Impersonate-User": "bob"})
+    assert answer.status_code == 200, answer.text
+    asked = [(r["user"], r["resourceAttributes"]["verb"]) for r in world.reviewer.access_reviews]
+    assert ("carol", "impersonate") in asked and ("bob", "list") in asked
+    world.reviewer.allowed.discard(("carol", "impersonate", "users", ""))
+    refused = _get(world, world.carol, headers={"Impersonate-User": "eve"})
+    assert refused.status_code == 403, refused.text
