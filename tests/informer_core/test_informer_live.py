@@ -454,6 +454,8 @@ def test_a_metadata_only_informer_keeps_and_delivers_metadata_alone(kube, factor
         assert set(obj) == {"kind", "apiVersion", "metadata"}, obj
         assert (obj["kind"], obj["apiVersion"]) == ("PartialObjectMetadata", "meta.k8s.io/v1")
         assert "managedFields" in obj["metadata"]  # no transform: the API server's metadata as sent
+    # handlers are told after the store holds a change (the processor's own thread): wait
+    wait_until(lambda: len(handler.snapshot()) >= 3, timeout=20, message="the handler told")
     assert [c[:2] for c in handler.snapshot()] == [("add", "before"), ("add", "after"),
                                                   ("update", "before")]
     kube.create(f"/api/v1/namespaces/{namespace}/pods", pod("p"))
