@@ -17,18 +17,16 @@ the ConfigMap absent or unreadable): every certificate is refused — a caller w
 still gets in.
 
 How. uvicorn does not hand the application the peer certificate (its issue 745), and
-Python's ``ssl`` has no verify callback: a certificate is verified by OpenSSL during the
-handshake against the context's trust store, or the handshake fails. So the serving context
-asks for a certificate (``CERT_OPTIONAL``) and its ``sni_callback`` — called on every
-ClientHello, with a server name or without — moves each handshake onto the context of the
-current CAs (``ssl.SSLObject.context``: its store is what the certificate is checked
-against). The HTTP protocol reads the verified subject from the connection's TLS object once
-(``app.http.limits``) and puts the user in each request's scope (``PEER_USER``).
-
-One difference from the API server, said where callers read it (``docs/security.md``): a
-certificate from a CA the gateway does not trust ends the handshake with TLS's
-``unknown_ca`` alert, where the API server (Go's ``RequestClientCert``) completes it and
-answers 401. Either way nothing is read; a certificate without a common name is 401.
+Python's ``ssl`` checks a certificate only during the handshake, against the context's trust
+store. So the serving context asks for a certificate and its ``sni_callback`` — called on
+every ClientHello, with a server name or without — moves each handshake onto the context of
+the current CAs (``ssl.SSLObject.context``: its store is what the certificate is checked
+against). A certificate that does not verify there (another CA, expired) finishes the
+handshake marked as such (``app.auth.handshake``) and names nobody: the request goes on to
+its bearer token, and without one it is 401, as the API server answers. The HTTP protocol
+reads the verified subject from the connection's TLS object once (``app.http.limits``) and
+puts the user in each request's scope (``PEER_USER``). A certificate without a common name
+names nobody too.
 """
 
 from __future__ import annotations
@@ -40,6 +38,7 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
+from app.auth.handshake import accept_unverified
 from app.auth.identity import PEER_USER, UserInfo
 
 __all__ = ["PEER_USER", "REFRESH", "ClientCAs", "configured", "user_of"]
@@ -88,7 +87,7 @@ class ClientCAs:
     def _context_for(self, pem: str) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self._cert_file, self._key_file)
-        context.verify_mode = ssl.CERT_OPTIONAL
+        self._accept_unverified(context)
         if pem:
             context.load_verify_locations(cadata=pem)
         return context
@@ -96,13 +95,23 @@ class ClientCAs:
     def install(self, serving: ssl.SSLContext) -> None:
         """Make ``serving`` (the server's context) ask for a client certificate and check it
         against the CAs current at each handshake."""
-        serving.verify_mode = ssl.CERT_OPTIONAL  # what each connection's verify mode is made from
-        current = self
+        # each connection's verify mode and callback are copied from the context it starts on
+        self._accept_unverified(serving)
 
         def onto_current(connection: Any, server_name: str | None, _: ssl.SSLContext) -> None:
-            connection.context = current._context  # its trust store checks the certificate
+            connection.context = self._context  # its trust store checks the certificate
 
         serving.sni_callback = onto_current
+
+    _warned = False
+
+    @classmethod
+    def _accept_unverified(cls, context: ssl.SSLContext) -> None:
+        if not accept_unverified(context) and not cls._warned:
+            cls._warned = True
+            log.warning("this Python cannot finish a TLS handshake whose client certificate "
+                        "does not verify: such a certificate ends the handshake instead of "
+                        "being answered 401")
 
     def update(self, pem: str) -> bool:
         """Trust ``pem``'s CAs from the next handshake on (``""``: none); ``False``, and

@@ -35,7 +35,18 @@ def covering(names: Iterable[str]) -> Callable[[APIResource], bool] | None:
     names = tuple(n for n in names if n.strip())
     if not names:
         return None
-    return lambda resource: any(names_resource(name, resource) for name in names)
+    # asked on every read of every resource: each answer kept, by the resource's
+    # group, version and name (a handful per cluster, at most discovery's few hundred)
+    answers: dict[tuple[str, str, str], bool] = {}
+
+    def covers(resource: APIResource) -> bool:
+        key = (resource.group, resource.version, resource.resource)
+        found = answers.get(key)
+        if found is None:
+            found = answers[key] = any(names_resource(name, resource) for name in names)
+        return found
+
+    return covers
 
 
 def _named(resource: APIResource) -> str:

@@ -39,6 +39,7 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from app.auth.client_certs import PEER_USER, user_of
+from app.auth.handshake import verified
 from app.streams.wire import CYCLE_KEY
 
 __all__ = ["GuardedProtocol", "StreamLimiter", "guarded_protocol"]
@@ -157,7 +158,8 @@ class GuardedProtocol(HttpToolsProtocol):
         # the user of a verified client certificate (app.auth.client_certs): read once, from
         # the connection's TLS object (uvicorn does not pass it on), given to each request
         tls = transport.get_extra_info("ssl_object")
-        self._peer_user = user_of(tls.getpeercert()) if tls is not None else None
+        self._peer_user = user_of(tls.getpeercert()) if tls is not None and verified(tls) \
+            else None
         self._in_head, self._head_bytes, self._charged = True, 0, 0
         self._refused = False
         self._last_request = False  # the server is stopping: answer what comes, then close

@@ -232,3 +232,29 @@ def test_access_reviews_are_one_budget_for_every_cluster(tmp_path):
         decided = [n for n in names if http.get(f"/clusters/{n}" + CM).status_code == 200]
         assert len(decided) == 3, "the three reviews made are kept; the others are refused"
         assert http.get(f"/clusters/{decided[0]}" + CM).status_code == 200, "kept: no review"
+
+
+def test_a_client_certificate_is_refused_too_while_callers_cannot_be_authenticated(tmp_path):
+    """A caller with a certificate of a CA the gateway trusts, serving TLS with the identity
+    cluster misnamed: 503 like every caller, never the data — the certificate's subject is not
+    an identity the gateway may act on without the cluster that reviews access."""
+    import ssl
+
+    from control_plane.certs import certificate_authority, client_certificate, self_signed_cert
+
+    serving = self_signed_cert(tmp_path / "serving")
+    ca = certificate_authority(tmp_path / "ca")
+    carol = client_certificate(tmp_path / "carol", ca, "carol", ("system:masters",))
+    fakes = {"a": _fake("in-a"), "b": _fake("in-b")}
+    with run_fake_clusters(fakes, tmp_path / "clusters.yaml", reviewers=_reviewers("a", "b"),
+                           authz="kubernetes", authn_cluster="typo",
+                           tls_cert_file=str(serving[0]), tls_private_key_file=str(serving[1]),
+                           client_ca_file=str(ca[0])) as gw:
+        wait_until(lambda: set(gw.gateway.clusters) == {"a", "b"}, 10, message="both served")
+        context = ssl.create_default_context(cafile=str(serving[0]))
+        context.load_cert_chain(str(carol[0]), str(carol[1]))
+        with httpx.Client(base_url=gw.url, verify=context, timeout=10) as client:
+            for path in ("/clusters/b" + CM, CM, "/clusters/*" + CM, "/api"):
+                answer = client.get(path)
+                assert answer.status_code == 503, (path, answer.text[:200])
+                assert "the identity cluster 'typo' is not served" in answer.json()["message"]

@@ -52,6 +52,20 @@ def test_no_names_no_predicate():
     assert covering([]) is None and covering(["", " "]) is None
 
 
+def test_each_resource_is_named_once_not_on_every_read(monkeypatch):
+    """Asked on every read: the names are matched once per resource, then the answer kept."""
+    from app.cache import metadata_only
+
+    asked = []
+    real = metadata_only.names_resource
+    monkeypatch.setattr(metadata_only, "names_resource",
+                        lambda name, resource: asked.append(name) or real(name, resource))
+    covers = covering(["configmaps", "po"])
+    assert [covers(PODS) for _ in range(3)] == [True] * 3
+    assert [covers(DEPLOYMENTS) for _ in range(3)] == [False] * 3
+    assert asked == ["configmaps", "po", "configmaps", "po"]
+
+
 def _check(query: str, accept: str | None) -> StatusError | None:
     try:
         check_read(PODS, negotiate(accept, allow_sse=True), parse_query(query.encode(), 8192))

@@ -1,0 +1,110 @@
+"""A client certificate that does not verify finishes the handshake, marked (in memory: two
+TLS objects joined by memory buffers, with certificates openssl writes)."""
+
+from __future__ import annotations
+
+import ssl
+
+import pytest
+
+from app.auth import handshake
+from app.auth.handshake import accept_unverified, verified
+from control_plane.certs import certificate_authority, client_certificate, self_signed_cert
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    where = tmp_path_factory.mktemp("handshake")
+    trusted = certificate_authority(where, "trusted-ca")
+    other = certificate_authority(where, "other-ca")
+    return {"serving": self_signed_cert(where), "trusted": trusted,
+            "carol": client_certificate(where, trusted, "carol"),
+            "mallory": client_certificate(where, other, "mallory", ("system:masters",))}
+
+
+def _server(certs) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*certs["serving"])
+    context.load_verify_locations(certs["trusted"][0])
+    return context
+
+
+def _handshake(server: ssl.SSLContext, client_cert=None) -> ssl.SSLObject:
+    """The server's TLS object after a handshake with a client presenting ``client_cert``.
+
+    Raises:
+        ssl.SSLError: the server ended the handshake.
+    """
+    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client.check_hostname, client.verify_mode = False, ssl.CERT_NONE
+    if client_cert:
+        client.load_cert_chain(*client_cert)
+    client_in, client_out, server_in, server_out = (ssl.MemoryBIO() for _ in range(4))
+    ours = client.wrap_bio(client_in, client_out)
+    theirs = server.wrap_bio(server_in, server_out, server_side=True)
+    finished: set[str] = set()
+    for _ in range(8):  # a TLS 1.3 handshake takes three flights
+        for name, side in (("client", ours), ("server", theirs)):
+            if name not in finished:
+                try:
+                    side.do_handshake()
+                    finished.add(name)
+                except ssl.SSLWantReadError:
+                    pass
+        server_in.write(client_out.read())
+        client_in.write(server_out.read())
+    assert finished == {"client", "server"}, finished
+    return theirs
+
+
+def test_a_trusted_certificate_is_verified_and_read(certs):
+    server = _server(certs)
+    assert accept_unverified(server) and server.verify_mode == ssl.CERT_OPTIONAL
+    tls = _handshake(server, certs["carol"])
+    assert verified(tls)
+    assert dict(rdn[0] for rdn in tls.getpeercert()["subject"])["commonName"] == "carol"
+
+
+def test_a_certificate_of_another_ca_finishes_the_handshake_unverified(certs):
+    server = _server(certs)
+    accept_unverified(server)
+    tls = _handshake(server, certs["mallory"])
+    assert not verified(tls)
+    assert verified(_handshake(server, certs["carol"])), "marked per connection"
+
+
+def test_no_certificate_is_nothing_failed(certs):
+    server = _server(certs)
+    accept_unverified(server)
+    tls = _handshake(server)
+    assert verified(tls) and tls.getpeercert() is None
+
+
+def test_the_verify_mode_set_again_keeps_the_callback(certs):
+    """Python's ``verify_mode`` setter keeps the context's callback (CPython does): setting
+    it after, as code that knows nothing of this module may, does not end such handshakes."""
+    server = _server(certs)
+    accept_unverified(server)
+    server.verify_mode = ssl.CERT_OPTIONAL
+    assert not verified(_handshake(server, certs["mallory"]))
+
+
+def test_without_openssl_reached_it_fails_closed(certs, monkeypatch):
+    monkeypatch.setattr(handshake, "_BOUND", None)
+    server = _server(certs)
+    assert not accept_unverified(server)
+    assert server.verify_mode == ssl.CERT_OPTIONAL  # still asked for, and checked by OpenSSL
+    assert verified(_handshake(server, certs["carol"]))
+    with pytest.raises(ssl.SSLError):
+        _handshake(server, certs["mallory"])
+
+
+def test_a_connection_the_callback_cannot_find_keeps_openssls_no(certs, monkeypatch):
+    """The failing chain's connection not where CPython keeps it: OpenSSL's verdict stands
+    (the handshake ends), never a certificate taken as verified."""
+    lib, _ = handshake._BOUND
+    monkeypatch.setattr(handshake, "_BOUND", (lib, -1))  # an index that holds nothing
+    server = _server(certs)
+    assert accept_unverified(server)
+    with pytest.raises(ssl.SSLError):
+        _handshake(server, certs["mallory"])
