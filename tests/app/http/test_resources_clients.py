@@ -337,6 +337,31 @@ def test_kubectl_135_waits_and_follows_rollouts_without_a_refused_request(gatewa
             "kubectl 1.35 asked for a watch-list and was answered"
 
 
+
+def test_kubectl_135_delete_is_refused_as_a_write_and_nothing_before_it(gateway, kube, namespace):
+    """``kubectl delete`` through a read-only gateway: what it reads first (the object, and
+    discovery) is answered; its DELETE is the one refusal, the API server's 405 in a
+    ``Status`` kubectl prints as such — not a failed watch-list or a fallback; the object is
+    still there. With ``--dry-run=client`` nothing at all is refused."""
+    binary = str(kubectl_at("1.35"))
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    kube.create(path, {"metadata": {"name": "kept"}})
+    base = [binary, "--server", gateway.url, "-v=6", "delete", "configmap/kept", "-n", namespace,
+            "--timeout=20s"]
+    refused = subprocess.run(base, capture_output=True, text=True, timeout=40)
+    assert refused.returncode != 0
+    assert "Error from server (MethodNotAllowed): the gateway is read-only" in refused.stderr
+    answered = re.findall(r'verb="(\w+)" url="([^"]+)" status="(\d{3})', refused.stderr)
+    assert answered, refused.stderr[-2000:]
+    assert [(verb, int(code)) for verb, _, code in answered if int(code) >= 400] == \
+        [("DELETE", 405)], answered
+    assert kube.get(f"{path}/kept")["metadata"]["name"] == "kept"
+    dry = subprocess.run([*base, "--dry-run=client"], capture_output=True, text=True, timeout=40)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    assert dry.stdout.startswith('configmap "kept" deleted') and "(dry run)" in dry.stdout
+    assert [a for a in _statuses(dry.stderr) if a[1] >= 400] == []
+
+
 # client-go 1.35 metadata/metadata.go: the Accept of its List, and of its Get and Watch
 METADATA_LIST = ("application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;"
                  "v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,"
