@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test setup binaries bench soak manifests image clean
+.PHONY: demo test setup binaries bench soak manifests image node clean
 
 demo: setup binaries
 	$(VENV)/bin/kube-cache-gateway demo
@@ -46,6 +46,11 @@ soak: setup binaries
 # stand-in base made once by debootstrap); tagged as the chart's image defaults name it.
 image: setup
 	$(PY) -m control_plane.image
+
+# A cluster with one node running pods, the image imported: install the chart on it by hand
+# (docs/local-node.md). Needs root; Ctrl-C stops it and removes everything it made.
+node: image
+	$(PY) -m control_plane.node --image
 
 # Re-render deploy/kube-cache-gateway.yaml from the chart (the tests fail while it is stale).
 manifests: setup

@@ -28,7 +28,8 @@ from pathlib import Path
 from control_plane.errors import ClusterUnavailableError
 from control_plane.paths import cache_dir
 
-__all__ = ["Binaries", "cache_dir", "ensure_binaries", "ensure_browser", "main"]
+__all__ = ["NODE_COMMANDS", "Binaries", "cache_dir", "ensure_binaries", "ensure_browser",
+           "ensure_node_binaries", "main"]
 
 _DEB_SRC_FILE = Path("/etc/apt/sources.list.d/kube-cache-gateway-src.sources")
 _BUILD_PACKAGES = ["golang-go", "rsync", "jq", "golang-github-modern-go-reflect2-dev"]
@@ -125,26 +126,30 @@ def _source_version() -> str:
     raise ClusterUnavailableError("apt-cache knows no source package 'kubernetes'")
 
 
-def _build_kube_apiserver() -> Path:
-    """Build kube-apiserver from Debian's source package into the cache; return its path."""
+def _build_from_source(commands: tuple[str, ...], prefix: str, also_pause: bool = False) -> Path:
+    """Build ``commands`` (``cmd/NAME``) from Debian's ``kubernetes`` source into the cache's
+    ``PREFIX-VERSION/`` (and the pause container's binary, ``build/pause``, with
+    ``also_pause``) unless they are there; return that directory."""
     if not _is_root():
         raise ClusterUnavailableError(
-            "no kube-apiserver: building one from Debian's source needs root for apt-get; "
-            "set KCG_KUBE_APISERVER (or KUBEBUILDER_ASSETS) to your own binary")
+            f"no {', '.join(c.split('/')[-1] for c in commands)}: building from Debian's "
+            "source needs root for apt-get; set KCG_KUBE_APISERVER (or KUBEBUILDER_ASSETS) "
+            "to your own binaries")
     _ensure_deb_src()
-    _apt_install(_BUILD_PACKAGES)
+    _apt_install(_BUILD_PACKAGES + (["gcc", "libc6-dev"] if also_pause else []))
     version = _source_version()
-    target_dir = cache_dir() / f"kube-apiserver-{version.replace(':', '_')}"
-    target = target_dir / "kube-apiserver"
-    if target.exists():
-        return target
+    target_dir = cache_dir() / f"{prefix}-{version.replace(':', '_')}"
+    names = [c.split("/")[-1] for c in commands] + (["pause"] if also_pause else [])
+    if all((target_dir / name).exists() for name in names):
+        return target_dir
     target_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="kcg-build-", dir=cache_dir()))
     log = work / "build.log"
+    names = names[:len(commands)]
     try:
-        _say(f"building kube-apiserver {version} from Debian's source once "
-             f"(about 7 minutes on 2 cores); log: {log}")
+        _say(f"building {', '.join(names)} {version} from Debian's source once "
+             f"(about 7 minutes on 2 cores for each); log: {log}")
         _run(["apt-get", "source", "-q", "kubernetes"], cwd=work, log=log)
         src = next(p for p in work.iterdir() if p.is_dir() and p.name.startswith("kubernetes-"))
         # Kubernetes 1.20 vendors reflect2 1.0.1, which faults under Go >= 1.18
@@ -163,22 +168,33 @@ def _build_kube_apiserver() -> Path:
         home = work / "home"
         home.mkdir(exist_ok=True)
         env = dict(os.environ, GOPATH=str(gopath), CGO_ENABLED="0", HOME=str(home))
-        proc = subprocess.Popen(["make", "WHAT=cmd/kube-apiserver"], cwd=src, env=env,
+        proc = subprocess.Popen(["make", f"WHAT={' '.join(commands)}"], cwd=src, env=env,
                                 stdout=open(log, "a"), stderr=subprocess.STDOUT)
         while proc.poll() is None:
             time.sleep(15)
-            _say(f"  ... still building kube-apiserver ({time.monotonic() - started:.0f} s)")
+            _say(f"  ... still building {', '.join(names)} ({time.monotonic() - started:.0f} s)")
         if proc.returncode != 0:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
-            raise ClusterUnavailableError(f"kube-apiserver build failed:\n{tail}")
-        built = src / "_output/bin/kube-apiserver"
-        tmp = target.with_suffix(".tmp")
-        shutil.copy2(built, tmp)
-        tmp.rename(target)
-        _say(f"built kube-apiserver in {time.monotonic() - started:.0f} s -> {target}")
-        return target
+            raise ClusterUnavailableError(f"the build of {', '.join(names)} failed:\n{tail}")
+        built = [(src / "_output/bin" / name, name) for name in names]
+        if also_pause:  # the sandbox every pod starts with: a static C program of a few lines
+            pause = work / "pause"
+            _run(["gcc", "-Os", "-Wall", "-Werror", "-static", "-DVERSION=v3.4.1-debian",
+                  "-o", str(pause), str(src / "build/pause/linux/pause.c")], log=log)
+            built.append((pause, "pause"))
+        for path, name in built:  # each made whole under a temporary name, then renamed
+            tmp = target_dir / f"{name}.tmp"
+            shutil.copy2(path, tmp)
+            tmp.rename(target_dir / name)
+        _say(f"built {', '.join(names)} in {time.monotonic() - started:.0f} s -> {target_dir}")
+        return target_dir
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _build_kube_apiserver() -> Path:
+    """Build kube-apiserver from Debian's source package into the cache; return its path."""
+    return _build_from_source(("cmd/kube-apiserver",), "kube-apiserver") / "kube-apiserver"
 
 
 def _cached_kube_apiserver() -> Path | None:
@@ -222,6 +238,40 @@ def ensure_binaries(build: bool = True) -> Binaries:
     return Binaries(etcd=Path(etcd), kube_apiserver=Path(apiserver))
 
 
+NODE_COMMANDS = ("kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler")
+_NODE_PACKAGES = ["containerd", "runc", "containernetworking-plugins", "conntrack", "iptables"]
+
+
+def ensure_node_binaries(build: bool = True) -> Path:
+    """The directory holding a node's binaries — ``NODE_COMMANDS`` and ``pause`` — beside the
+    control plane's: ``KCG_NODE_BINARIES`` when set, else built once from the same Debian
+    source as kube-apiserver (about 10 minutes on 2 cores) and cached; the node's Debian
+    packages (containerd, runc, the CNI plugins, conntrack, iptables) installed if missing.
+
+    Raises:
+        ClusterUnavailableError: they cannot be found or made; the message says why.
+    """
+    given = os.environ.get("KCG_NODE_BINARIES")
+    if given:
+        missing = [n for n in (*NODE_COMMANDS, "pause") if not os.access(Path(given) / n, os.X_OK)]
+        if missing:
+            raise ClusterUnavailableError(f"KCG_NODE_BINARIES={given!r} lacks {missing}")
+        return Path(given)
+    if build:
+        _apt_install(_NODE_PACKAGES)
+    found = sorted(cache_dir().glob("kubernetes-node-*/pause"))
+    if found:
+        return found[-1].parent
+    if not build:
+        raise ClusterUnavailableError(
+            "no node binaries: run `make setup` to build them, or set KCG_NODE_BINARIES")
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with open(cache_dir() / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_from_source(tuple(f"cmd/{n}" for n in NODE_COMMANDS), "kubernetes-node",
+                                  also_pause=True)
+
+
 def ensure_browser() -> str | None:
     """Return a headless-capable Chromium, installing Debian's ``chromium`` if allowed."""
     found = os.environ.get("KCG_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
@@ -243,8 +293,10 @@ def main() -> int:
     EventSource test), Go (the fan-out benchmark's receivers), wrk (the
     query benchmark's load generator), tinyproxy (a real forward proxy for the
     proxy tests), promtool (the chart's alerts evaluated), buildah, podman, runc and
-    debootstrap (the image built and run: ``control_plane.image``), and kubectl 1.20 and 1.35 and helm 4 (``control_plane.client_tools``:
-    the clients the suite runs; without them it fails).
+    debootstrap (the image built and run: ``control_plane.image``), kubectl 1.20 and 1.35 and
+    helm 4 (``control_plane.client_tools``: the clients the suite runs; without them it
+    fails), and a node's binaries and packages (``ensure_node_binaries``: the chart run on a
+    node, ``control_plane.node``).
     """
     try:
         found = ensure_binaries(build=True)
@@ -270,6 +322,7 @@ def main() -> int:
         try:
             for name, path in ensure_client_tools().items():
                 print(f"{name}: {path}")
+            print(f"node binaries: {ensure_node_binaries()}")
         except ClusterUnavailableError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

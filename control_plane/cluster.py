@@ -41,7 +41,8 @@ from control_plane.errors import ClusterUnavailableError
 
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc"
 
-__all__ = ["SERVICE_ACCOUNT_ISSUER", "APIServer", "LocalCluster", "User", "free_port"]
+__all__ = ["SERVICE_ACCOUNT_ISSUER", "APIServer", "LocalCluster", "User", "die_with_parent", "free_port",
+           "log_tail", "terminate"]
 
 _PR_SET_PDEATHSIG = 1
 _READY_TIMEOUT = 90.0
@@ -56,7 +57,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def die_with_parent() -> None:  # runs in the child between fork and exec
     # SIGKILL, not SIGTERM: when the owner is gone nobody waits for a graceful
     # shutdown, and kube-apiserver's can stall for long once etcd has died too.
     try:
@@ -81,7 +82,19 @@ def _remove_stale_workdirs(base: Path) -> None:
             pass
 
 
-def _tail(path: Path, lines: int = 40) -> str:
+def terminate(proc: subprocess.Popen | None, timeout: float = 10.0) -> None:
+    """Stop a process this package started: SIGTERM, then SIGKILL after ``timeout`` seconds."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
     try:
         text = path.read_text(errors="replace")
     except OSError:
@@ -109,10 +122,11 @@ class APIServer:
     extra_args: tuple[str, ...] = ()
     process: subprocess.Popen | None = field(default=None, repr=False)
     kubeconfig: Path | None = None
+    host: str = "127.0.0.1"  # where it listens, and what it advertises
 
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
+        return f"https://{self.host}:{self.port}"
 
     @property
     def ca_file(self) -> Path:
@@ -125,12 +139,19 @@ class APIServer:
 class LocalCluster:
     """etcd + kube-apiserver(s) on loopback, started and stopped as one unit.
 
-    Use as a context manager, or call ``start()`` and ``stop()``.
+    Use as a context manager, or call ``start()`` and ``stop()``. For a cluster with a node
+    (``control_plane.node``) its API servers listen on ``address`` (one the node's pods
+    reach), Services take ``service_range``, and ``service_accounts`` admits each pod with
+    its ServiceAccount's token (the ServiceAccount admission plugin, off where no pod runs).
     """
 
     def __init__(self, binaries: Binaries | None = None, extra_apiserver_args: tuple[str, ...] = (),
-                 workdir: str | os.PathLike | None = None, build: bool = True) -> None:
+                 workdir: str | os.PathLike | None = None, build: bool = True,
+                 address: str = "127.0.0.1", service_range: str = "10.0.0.0/24",
+                 service_accounts: bool = False) -> None:
         self._binaries = binaries
+        self.address, self.service_range = address, service_range
+        self._service_accounts = service_accounts
         self._build = build
         self._extra_args = tuple(extra_apiserver_args)
         self._workdir_arg = Path(workdir) if workdir else None
@@ -194,9 +215,9 @@ class LocalCluster:
         """Stop every process this cluster started and remove its files."""
         with self._lock:
             for server in reversed(self.apiservers):
-                self._terminate(server.process)
+                terminate(server.process)
                 server.process = None
-            self._terminate(self._etcd)
+            terminate(self._etcd)
             self._etcd = None
         with _live_lock:
             _live_clusters.discard(self)
@@ -213,7 +234,8 @@ class LocalCluster:
         cert_dir = self.workdir / name / "certs"
         cert_dir.mkdir(parents=True, exist_ok=True)
         server = APIServer(name=name, port=free_port(), cert_dir=cert_dir,
-                           log_path=self.workdir / f"{name}.log", extra_args=tuple(extra_args))
+                           log_path=self.workdir / f"{name}.log", extra_args=tuple(extra_args),
+                           host=self.address)
         self.apiservers.append(server)
         self.start_apiserver(server)
         server.kubeconfig = self.write_kubeconfig(self.workdir / name / "kubeconfig", self.admin, server)
@@ -234,7 +256,7 @@ class LocalCluster:
         args = [
             str(self._binaries.kube_apiserver),
             f"--etcd-servers={self.etcd_url}",
-            "--bind-address=127.0.0.1",
+            f"--bind-address={server.host}",
             f"--secure-port={server.port}",
             "--insecure-port=0",
             f"--cert-dir={server.cert_dir}",
@@ -244,21 +266,22 @@ class LocalCluster:
             f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
             f"--service-account-key-file={self.workdir / 'sa.key'}",
             f"--service-account-signing-key-file={self.workdir / 'sa.key'}",
-            "--service-cluster-ip-range=10.0.0.0/24",
-            "--disable-admission-plugins=ServiceAccount",
-            "--advertise-address=127.0.0.1",
+            f"--service-cluster-ip-range={self.service_range}",
+            "--enable-admission-plugins=ServiceAccount" if self._service_accounts
+            else "--disable-admission-plugins=ServiceAccount",
+            f"--advertise-address={server.host}",
             "--profiling=false",
             *server.extra_args,
         ]
         with open(server.log_path, "ab") as log:
             server.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
-                                              stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+                                              stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
         self._wait_ready(server)
 
     def stop_apiserver(self, server: APIServer | None = None) -> None:
         """Stop an apiserver process (etcd keeps running); watches on it break."""
         server = server or self.primary
-        self._terminate(server.process)
+        terminate(server.process)
         server.process = None
 
     def restart_apiserver(self, server: APIServer | None = None, down_seconds: float = 0.0) -> None:
@@ -289,7 +312,7 @@ class LocalCluster:
     def restart_etcd(self, down_seconds: float = 0.0) -> None:
         """Stop etcd (SIGTERM), stay down ``down_seconds``, start it again on the same
         ports and data: the API servers reconnect by themselves."""
-        self._terminate(self._etcd)
+        terminate(self._etcd)
         self._etcd = None
         if down_seconds:
             time.sleep(down_seconds)
@@ -315,11 +338,11 @@ class LocalCluster:
         ]
         with open(log_path, "ab") as log:
             self._etcd = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+                                          stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self._etcd.poll() is not None:
-                raise ClusterUnavailableError(f"etcd exited ({self._etcd.returncode}):\n{_tail(log_path)}")
+                raise ClusterUnavailableError(f"etcd exited ({self._etcd.returncode}):\n{log_tail(log_path)}")
             try:
                 with urllib.request.urlopen(self.etcd_url + "/health", timeout=2) as resp:
                     if json.loads(resp.read()).get("health") in ("true", True):
@@ -327,7 +350,7 @@ class LocalCluster:
             except (OSError, ValueError):
                 pass
             time.sleep(0.1)
-        raise ClusterUnavailableError(f"etcd not healthy within 30 s:\n{_tail(log_path)}")
+        raise ClusterUnavailableError(f"etcd not healthy within 30 s:\n{log_tail(log_path)}")
 
     # -- helpers ----------------------------------------------------------------
 
@@ -356,7 +379,7 @@ class LocalCluster:
             if server.process.poll() is not None:
                 raise ClusterUnavailableError(
                     f"kube-apiserver exited ({server.process.returncode}); log tail:\n"
-                    f"{_tail(server.log_path)}")
+                    f"{log_tail(server.log_path)}")
             req = urllib.request.Request(server.url + "/readyz",
                                          headers={"Authorization": f"Bearer {self.admin.token}"})
             try:
@@ -368,11 +391,11 @@ class LocalCluster:
             except OSError as exc:
                 last = str(exc)
             time.sleep(0.2)
-        self._terminate(server.process)
+        terminate(server.process)
         server.process = None
         raise ClusterUnavailableError(
             f"kube-apiserver not ready within {_READY_TIMEOUT:.0f} s (last: {last}); log tail:\n"
-            f"{_tail(server.log_path)}")
+            f"{log_tail(server.log_path)}")
 
     def write_kubeconfig(self, path: Path, user: User, server: APIServer | None = None) -> Path:
         """Write a kubeconfig for ``user`` against ``server`` (default: the primary)."""
@@ -451,17 +474,6 @@ class LocalCluster:
         config.ssl_ca_cert = str(server.ca_file)
         config.api_key = {"authorization": f"Bearer {(user or self.admin).token}"}
         return client.ApiClient(config)
-
-    @staticmethod
-    def _terminate(proc: subprocess.Popen | None, timeout: float = 10.0) -> None:
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @atexit.register

@@ -33,7 +33,8 @@ from pathlib import Path
 from control_plane.errors import ClusterUnavailableError
 from control_plane.paths import cache_dir
 
-__all__ = ["BASE", "REPOSITORY", "build", "environment", "image_name", "main", "run_podman"]
+__all__ = ["BASE", "REPOSITORY", "archive", "build", "environment", "image_name", "main",
+           "run_podman", "version"]
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = "python:3.11-slim-bookworm"  # the Dockerfile's ARG PYTHON_IMAGE default, stood in for
@@ -140,11 +141,22 @@ def ensure_base() -> float:
     return took
 
 
+def version() -> str:
+    """The project's version, from its package metadata (``pyproject.toml`` in a checkout
+    not installed): read here, not from ``app``, which stands on this package."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("kube-cache-gateway")
+    except metadata.PackageNotFoundError:
+        import tomllib
+
+        return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
 def image_name() -> str:
     """What ``make image`` tags: the chart's default repository and the project's version."""
-    from app.version import VERSION
-
-    return f"{REPOSITORY}:{VERSION}"
+    return f"{REPOSITORY}:{version()}"
 
 
 def _revision() -> str:
@@ -154,8 +166,6 @@ def _revision() -> str:
 
 def build() -> dict[str, float | str]:
     """Build the image from the Dockerfile, unedited; its name and each step's seconds."""
-    from app.version import VERSION
-
     ensure_tools()
     times: dict[str, float | str] = {"base_s": round(ensure_base(), 1)}
     started = time.monotonic()
@@ -163,7 +173,7 @@ def build() -> dict[str, float | str]:
     # ("couldn't find .../merged/wheels on host"), so both stages run every time (~20 s)
     _run(["buildah", "build", "--isolation", "chroot", "--network", "host", "--pull=never",
           "-v", "/etc/ssl/certs:/etc/ssl/certs:ro",
-          "--build-arg", f"VERSION={VERSION}", "--build-arg", f"REVISION={_revision()}",
+          "--build-arg", f"VERSION={version()}", "--build-arg", f"REVISION={_revision()}",
           "-t", image_name(), "-f", str(ROOT / "Dockerfile"), str(ROOT)], timeout=900)
     times["build_s"] = round(time.monotonic() - started, 1)
     times["image"] = image_name()
@@ -171,6 +181,21 @@ def build() -> dict[str, float | str]:
     subprocess.run(["podman", "image", "prune", "--force"], env=environment(),
                    capture_output=True, timeout=300)
     return times
+
+
+def archive(path: Path, name: str = "") -> Path:
+    """Write the built image ``name`` (default: ``image_name()``) as an OCI archive at
+    ``path``, under its name: what a node without a registry imports
+    (``control_plane.node.LocalNode.import_image``).
+
+    Raises:
+        ClusterUnavailableError: buildah could not write it.
+    """
+    name = name or image_name()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    _run(["buildah", "push", "--quiet", name, f"oci-archive:{path}:{name}"], env=environment())
+    return path
 
 
 def run_podman(*args: str, timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess:

@@ -4,6 +4,7 @@ Load with ``pytest_plugins = ["control_plane.pytest_plugin"]``.
 
 Fixtures:
     local_cluster  (session) the ``LocalCluster``
+    local_node     (session) a ``LocalNode``: a cluster of its own with a node running pods
     kubeconfig     (session) path of an admin kubeconfig
     api_client     (session) a ready admin ``kubernetes.client.ApiClient``
     namespace      (function) a fresh namespace, deleted afterwards
@@ -16,6 +17,7 @@ impossible) those tests are skipped, and the run ends with a banner saying so.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,6 +62,32 @@ def local_cluster() -> Iterator[LocalCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def local_node():
+    """Start one cluster with a node that runs pods (``control_plane.node``) for the session:
+    only the tests that run pods ask for it."""
+    from control_plane.node import LocalNode, machine_state
+
+    before = machine_state()
+    try:
+        node = LocalNode().start()
+    except ClusterUnavailableError as exc:
+        unavailable(f"the local node could not be started: {exc}")
+    print(f"\n[local-node] Ready in {node.start_seconds:.1f} s: "
+          + ", ".join(f"{k} {v:.1f}" for k, v in node.timings.items()))
+    try:
+        yield node
+    finally:
+        started = time.monotonic()
+        left = node.stop()
+        print(f"\n[local-node] stopped in {time.monotonic() - started:.1f} s")
+        after = machine_state()
+        # what the node made and did not remove fails the run, loudly, at its end
+        assert not left and after == before, {
+            "not removed": left, **{k: sorted(set(after[k]) ^ set(before[k])) for k in before
+                                    if after[k] != before[k]}}
 
 
 @pytest.fixture(scope="session")

@@ -128,6 +128,16 @@ def test_no_import_circle_in_the_library_the_control_plane_or_the_app():
     assert not found, "import circles:\n" + "\n".join(" -> ".join(c) for c in found)
 
 
+
+def test_the_floors_import_only_downwards():
+    """informer_core stands alone; control_plane (the clusters, images and nodes the tests and
+    benchmarks run on) may use it but never the gateway built on both."""
+    graph = import_graph(modules())
+    upward = [(name, target) for name, targets in graph.items() for target in targets
+              if (name.startswith("informer_core") and not target.startswith("informer_core"))
+              or (name.startswith("control_plane") and target.startswith("app"))]
+    assert upward == [], upward
+
 # -- the map of app/ in the README ------------------------------------------------------
 
 WINGS = ("process", "http", "streams", "cache", "clusters", "kube", "query", "auth")

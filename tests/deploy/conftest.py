@@ -54,3 +54,15 @@ def server_version(local_cluster) -> str:
     from control_plane.kubeapi import KubeAPI
 
     return KubeAPI.for_cluster(local_cluster).get("/version")["gitVersion"].split("-")[0]
+
+
+@pytest.fixture(scope="session")
+def built_image() -> str:
+    """The image built from the Dockerfile, once per run (``make image``); its name."""
+    import json
+
+    from control_plane.image import build, image_name
+
+    times = build()
+    print(f"image built: {json.dumps(times)}")
+    return image_name()

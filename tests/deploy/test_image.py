@@ -12,7 +12,7 @@ import pytest
 
 from app.version import VERSION
 from control_plane.cluster import free_port
-from control_plane.image import build, image_name, run_podman
+from control_plane.image import run_podman
 from tests.app.readers import LineReader, sse_events
 from tests.helpers import wait_until
 
@@ -22,10 +22,8 @@ SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
 @pytest.fixture(scope="module")
-def image():
-    times = build()
-    print(f"image built: {json.dumps(times)}")
-    return image_name()
+def image(built_image):
+    return built_image
 
 
 def _run(image: str, *args: str, command: tuple[str, ...] = (), timeout: float = 120):

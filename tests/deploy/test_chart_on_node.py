@@ -1,0 +1,266 @@
+"""The chart installed as an operator installs it, on a node that runs its pods: the kubelet
+runs the image ``make image`` built (imported, no registry), probes it, mounts its
+ServiceAccount token, and kube-proxy puts its replicas behind the Service — what
+chart-testing (``ct install``) proves on kind for the charts operators trust
+(``control_plane.node``: docs/local-node.md).
+
+The node's bridge CNI enforces no NetworkPolicy: the chart's policy is rendered and
+admitted here, never shown to hold.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import subprocess
+import time
+import uuid
+
+import httpx
+import pytest
+
+from control_plane.client_tools import helm as helm_binary
+from control_plane.client_tools import kubectl as kubectl_binary
+from control_plane.image import archive
+from tests.deploy.conftest import CHART
+
+pytestmark = pytest.mark.cluster
+
+READY_WITHIN = 120  # seconds from `helm install` to every pod Ready (measured: 8-15)
+
+
+@pytest.fixture(scope="module")
+def node(local_node, built_image, tmp_path_factory):
+    """The session's node with the image of this checkout imported."""
+    started = time.monotonic()
+    local_node.import_image(archive(tmp_path_factory.mktemp("image") / "gateway.tar",
+                                    built_image))
+    print(f"image imported in {time.monotonic() - started:.1f} s")
+    return local_node
+
+
+def _helm(node, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([str(helm_binary()), "--kubeconfig", str(node.kubeconfig), *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _kubectl(node, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([str(kubectl_binary("1.35")), "--kubeconfig", str(node.kubeconfig),
+                           *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _api(node, path: str) -> dict:
+    cluster = node.cluster
+    context = ssl.create_default_context(cafile=str(cluster.primary.ca_file))
+    answer = httpx.get(cluster.primary.url + path, verify=context, timeout=10,
+                       headers={"Authorization": f"Bearer {cluster.admin.token}"})
+    answer.raise_for_status()
+    return answer.json()
+
+
+class Release:
+    """One installed release: its name, namespace and the seconds its install took."""
+
+    def __init__(self, node, name: str, namespace: str, seconds: float) -> None:
+        self.node, self.name, self.namespace, self.seconds = node, name, namespace, seconds
+
+    @property
+    def fullname(self) -> str:
+        return f"{self.name}-kube-cache-gateway"
+
+    def pods(self) -> list[dict]:
+        return _api(self.node, f"/api/v1/namespaces/{self.namespace}/pods?labelSelector="
+                               f"app.kubernetes.io/instance={self.name}")["items"]
+
+    def service_url(self) -> str:
+        service = _api(self.node, f"/api/v1/namespaces/{self.namespace}/services/"
+                                  f"{self.fullname}")
+        return f"http://{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}"
+
+
+def install(node, *values: str, name: str = "") -> Release:
+    """``helm install --wait`` of the chart with ``values`` (``--set``/``-f`` arguments) into a
+    fresh namespace; the test fails when it is not Ready within ``READY_WITHIN``."""
+    name = name or f"r{uuid.uuid4().hex[:6]}"
+    namespace = f"chart-{name}"
+    started = time.monotonic()
+    done = _helm(node, "install", name, str(CHART), "--namespace", namespace,
+                 "--create-namespace", "--wait", "--timeout", f"{READY_WITHIN}s",
+                 "--set", "tests.enabled=true", *values)
+    seconds = time.monotonic() - started
+    if done.returncode != 0:
+        described = _kubectl(node, "describe", "pods", "-n", namespace).stdout[-3000:]
+        pytest.fail(f"helm install failed after {seconds:.0f} s:\n{done.stderr}\n{described}")
+    print(f"{name}: installed and Ready in {seconds:.1f} s")
+    return Release(node, name, namespace, seconds)
+
+
+def uninstall(release: Release) -> None:
+    _helm(release.node, "uninstall", release.name, "--namespace", release.namespace, "--wait")
+    _kubectl(release.node, "delete", "namespace", release.namespace, "--wait=false")
+
+
+@pytest.fixture(scope="module")
+def default(node):
+    """The chart with its defaults (two replicas, ``--authz kubernetes``)."""
+    release = install(node, name="default")
+    yield release
+    uninstall(release)
+
+
+def test_with_its_defaults_every_pod_is_ready_and_helm_test_passes(default):
+    pods = default.pods()
+    assert len(pods) == 2, [p["metadata"]["name"] for p in pods]
+    for pod in pods:
+        ready = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+        assert ready["Ready"] == "True", pod["status"]
+        assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
+    assert default.seconds < READY_WITHIN
+    started = time.monotonic()
+    tested = _helm(default.node, "test", default.name, "--namespace", default.namespace,
+                   "--logs")
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert "Phase:          Succeeded" in tested.stdout
+    assert "/readyz 200 ok" in tested.stdout  # the test pod's own words, found by DNS name
+    print(f"helm test in {time.monotonic() - started:.1f} s")
+
+
+def test_reads_through_the_services_cluster_ip_equal_the_api_servers(default):
+    """From the host, through kube-proxy's rules to either replica: what the API server
+    answers (the caller's token reviewed by the cluster the pods run in)."""
+    token = default.node.cluster.admin.token
+    for path in ("/api/v1/namespaces", f"/api/v1/namespaces/{default.namespace}/pods",
+                 "/apis/apps/v1/deployments"):
+        direct = sorted(i["metadata"]["name"] for i in _api(default.node, path)["items"])
+        for _ in range(4):  # the Service spreads connections over both replicas
+            answer = httpx.get(default.service_url() + path, timeout=10,
+                               headers={"Authorization": f"Bearer {token}"})
+            assert answer.status_code == 200, answer.text
+            assert sorted(i["metadata"]["name"] for i in answer.json()["items"]) == direct
+    assert httpx.get(default.service_url() + "/api/v1/namespaces").status_code == 401
+
+
+def test_its_logs_are_json_lines(default):
+    for pod in default.pods():
+        logs = _kubectl(default.node, "logs", "-n", default.namespace,
+                        pod["metadata"]["name"])
+        assert logs.returncode == 0, logs.stderr
+        lines = logs.stdout.splitlines()
+        assert lines, "the gateway says it started"
+        for line in lines:
+            record = json.loads(line)
+            assert {"time", "level", "logger", "msg"} <= set(record), record
+
+
+def test_it_runs_as_rendered_unprivileged_with_a_read_only_root(default):
+    """As the pod runs, not only as the chart renders it: UID 65532, no privilege gain, and a
+    root file system it cannot write."""
+    pod = default.pods()[0]["metadata"]["name"]
+    probe = ("import os\n"
+             "status = dict(l.split(':\\t', 1) for l in open('/proc/1/status').read().splitlines()"
+             " if ':\\t' in l)\n"
+             "print(os.getuid(), os.getgid(), status['NoNewPrivs'].strip(),"
+             " status['CapEff'].strip())\n"
+             "try:\n    open('/written', 'w')\nexcept OSError as e:\n    print('refused', e.errno)\n")
+    done = _kubectl(default.node, "exec", "-n", default.namespace, pod, "--", "python3", "-c",
+                    probe)
+    assert done.returncode == 0, done.stderr
+    ids, refused = done.stdout.splitlines()
+    uid, gid, no_new_privileges, capabilities = ids.split()
+    assert (uid, no_new_privileges, capabilities) == ("65532", "1", "0000000000000000"), ids
+    assert refused == "refused 30", refused  # EROFS
+
+
+def _ready(pod: dict) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True"
+               for c in pod.get("status", {}).get("conditions", []))
+
+
+def test_while_the_api_server_is_away_the_replicas_stay_ready_and_serve(default):
+    """The moment the API server is away is when the caches are all there is: the probes keep
+    both replicas Ready (the kubelet's own view: it cannot report to anyone), and reads
+    through the Service answer from the caches, with a Warning."""
+    node, token = default.node, default.node.cluster.admin.token
+    path = f"/api/v1/namespaces/{default.namespace}/pods"
+    headers = {"Authorization": f"Bearer {token}"}
+    for _ in range(4):  # each replica has reviewed the token and cached the pods
+        assert httpx.get(default.service_url() + path, headers=headers).status_code == 200
+    url = default.service_url()
+    names = sorted(p["metadata"]["name"] for p in default.pods())
+    node.cluster.stop_apiserver()
+    try:
+        time.sleep(12)  # two readiness periods and more
+        ours = [p for p in node.kubelet_pods() if p["metadata"]["name"] in names]
+        assert len(ours) == 2 and all(_ready(p) for p in ours), [p["status"] for p in ours]
+        for _ in range(4):
+            answer = httpx.get(url + path, headers=headers, timeout=10)
+            assert answer.status_code == 200, answer.text
+            assert sorted(i["metadata"]["name"] for i in answer.json()["items"]) == names
+            assert "warning" in answer.headers, answer.headers
+    finally:
+        node.cluster.start_apiserver()
+    endpoints = _api(node, f"/api/v1/namespaces/{default.namespace}/endpoints/"
+                           f"{default.fullname}")
+    assert len(endpoints["subsets"][0]["addresses"]) == 2, endpoints
+
+
+def test_the_disruption_budget_keeps_the_last_replica_through_a_drain(default):
+    """``kubectl drain``: one replica is evicted, the eviction API refuses the other (the
+    chart's PodDisruptionBudget, maxUnavailable 1) while its replacement cannot be scheduled
+    on the cordoned node; uncordoned, both are Ready again."""
+    from control_plane.node import NODE_NAME
+
+    node = default.node
+    before = {p["metadata"]["name"] for p in default.pods()}
+    drained = _kubectl(node, "drain", NODE_NAME, "--ignore-daemonsets",
+                       "--delete-emptydir-data", "--pod-selector",
+                       f"app.kubernetes.io/instance={default.name}", "--timeout=30s",
+                       timeout=90)
+    try:
+        assert drained.returncode != 0, drained.stdout
+        assert "violate the pod's disruption budget" in drained.stderr, drained.stderr
+        pods = default.pods()
+        running = [p for p in pods if p["metadata"]["name"] in before
+                   and not p["metadata"].get("deletionTimestamp")]
+        assert len(running) == 1 and _ready(running[0]), [p["status"] for p in pods]
+        assert [p["status"]["phase"] for p in pods if p["metadata"]["name"] not in before] == \
+            ["Pending"]  # the replacement, on a node that takes none
+    finally:
+        assert _kubectl(node, "uncordon", NODE_NAME).returncode == 0
+    deadline = time.monotonic() + READY_WITHIN
+    while time.monotonic() < deadline:
+        pods = [p for p in default.pods() if not p["metadata"].get("deletionTimestamp")]
+        if len(pods) == 2 and all(_ready(p) for p in pods):
+            break
+        time.sleep(1)
+    else:
+        pytest.fail(f"two replicas not Ready again: {[p['status'] for p in default.pods()]}")
+
+
+def test_a_replica_whose_cache_never_synced_stays_out_of_its_service(node):
+    """Pre-warming a resource the chart's ClusterRole does not grant (leases): the cache
+    never syncs, so the replicas run but are never Ready, and the Service sends them
+    nothing."""
+    name = f"r{uuid.uuid4().hex[:6]}"
+    namespace = f"chart-{name}"
+    done = _helm(node, "install", name, str(CHART), "--namespace", namespace,
+                 "--create-namespace", "--set", "prewarm={leases.coordination.k8s.io}",
+                 "--set", "replicas=1")
+    assert done.returncode == 0, done.stderr
+    release = Release(node, name, namespace, 0.0)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # running, and probed for a while
+            pods = release.pods()
+            if pods and pods[0]["status"].get("containerStatuses", [{}])[0].get("started"):
+                break
+            time.sleep(1)
+        time.sleep(12)  # two readiness periods and more
+        [pod] = release.pods()
+        assert pod["status"]["phase"] == "Running" and not _ready(pod), pod["status"]
+        assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
+        endpoints = _api(node, f"/api/v1/namespaces/{namespace}/endpoints/{release.fullname}")
+        [subset] = endpoints["subsets"]
+        assert "addresses" not in subset and len(subset["notReadyAddresses"]) == 1, endpoints
+    finally:
+        uninstall(release)
