@@ -72,10 +72,11 @@ def listen(host: str, port: int, backlog: int = 2048) -> socket.socket:
     return sock
 
 
-def _worker_main(settings: Any, sock: socket.socket, info: WorkerInfo, ready: Any) -> None:
+def _worker_main(settings: Any, sock: socket.socket, info: WorkerInfo, ready: Any,
+                 supervisor: int) -> None:
     """A worker process: a whole gateway on the shared socket (runs after spawn); says so on
     ``ready`` (a pipe: no semaphore, so no resource-tracker process beside the workers)."""
-    _die_with_parent()
+    _die_with_parent(supervisor)
     # the supervisor passes SIGHUP on (read the clusters file again); until the gateway
     # takes it, one that arrives must not end the worker
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -92,15 +93,21 @@ def _worker_main(settings: Any, sock: socket.socket, info: WorkerInfo, ready: An
     raise SystemExit(code)
 
 
-def _die_with_parent() -> None:
-    """Linux: get SIGTERM when the supervisor dies, however it dies."""
+def _die_with_parent(supervisor: int) -> None:
+    """Linux: get SIGTERM when the supervisor (process ``supervisor``) dies, however it dies.
+
+    Gone already when this process's parent is someone else by now — not "when the parent is
+    PID 1": in a container the supervisor is PID 1, and every worker took that for its
+    death and ended itself, restarted and ended again (seen with ``workers: auto`` on a
+    node; ``tests/deploy/test_chart_on_node.py``).
+    """
     try:
         import ctypes
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
-    if os.getppid() == 1:  # the parent was already gone
+    if os.getppid() != supervisor:  # it died before the signal was asked for
         os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -185,7 +192,7 @@ class Supervisor:
             slot.ready.close()
         slot.ready, told = self._context.Pipe(duplex=False)
         slot.process = self._context.Process(
-            target=_worker_main, args=(self.settings, self._sock, info, told),
+            target=_worker_main, args=(self.settings, self._sock, info, told, os.getpid()),
             name=f"kcg-worker-{slot.index}", daemon=False)
         slot.process.start()
         told.close()  # the worker holds its end

@@ -241,3 +241,47 @@ def test_sigterm_ends_every_workers_streams_and_exits_cleanly(local_cluster, tmp
     assert code == 0 and took < 25
     assert lines.count("event: ERROR") == 4, "each stream's last words"
     assert sum(1 for line in lines if line.startswith("retry:")) >= 8, "retry: first and last"
+
+
+def test_as_pid_1_of_its_namespace_the_workers_live(local_cluster, tmp_path):
+    """In a container the supervisor is PID 1: its workers once took a parent of PID 1 for a
+    dead supervisor and ended themselves, over and over (found running the chart on a node:
+    tests/deploy/test_chart_on_node.py). Run as PID 1 of a PID namespace of its own, the
+    pod serves and no worker exits."""
+    import shutil
+    import subprocess
+    import sys
+
+    from control_plane.cluster import free_port
+
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.fail("needs util-linux's unshare, as root (a new PID namespace)")
+    kubeconfig = local_cluster.write_kubeconfig(tmp_path / "kubeconfig", local_cluster.admin)
+    port = free_port()
+    log = tmp_path / "gateway.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m",
+             "app.process.cli", "serve", "--kubeconfig", str(kubeconfig), "--port", str(port),
+             "--workers", "2"], stdout=out, stderr=subprocess.STDOUT)
+
+    def ready() -> bool:
+        if process.poll() is not None:
+            pytest.fail(log.read_text()[-2000:])
+        try:
+            return fresh(f"http://127.0.0.1:{port}", "/readyz").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_until(ready, 60, message="the pod ready")
+        time.sleep(3)
+        assert "exited" not in log.read_text(), log.read_text()[-2000:]
+        answers = each_worker(f"http://127.0.0.1:{port}", "/api/v1/namespaces")
+        assert set(answers) == {"0", "1"}
+    finally:
+        # the supervisor is unshare's one child (PID 1 inside): SIGTERM ends it cleanly
+        with open(f"/proc/{process.pid}/task/{process.pid}/children") as f:
+            for child in f.read().split():
+                os.kill(int(child), signal.SIGTERM)
+        process.wait(30)
