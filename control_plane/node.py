@@ -23,6 +23,7 @@ checking a chart change by hand (``docs/local-node.md``).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -34,9 +35,11 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from control_plane import node_network
 from control_plane.binaries import ensure_node_binaries
+from control_plane.paths import cache_dir
 from control_plane.cluster import LocalCluster, die_with_parent, free_port, log_tail, terminate
 from control_plane.cluster_dns import ClusterDNS
 from control_plane.errors import ClusterUnavailableError
@@ -115,6 +118,7 @@ class LocalNode:
         self.start_seconds = 0.0
         self.timings: dict[str, float] = {}
         self.kubelet_port = 0  # the kubelet's API on GATEWAY (anonymous: the bridge alone)
+        self._lock: Any = None
 
     def __enter__(self) -> LocalNode:
         return self.start()
@@ -148,6 +152,7 @@ class LocalNode:
         if missing:
             raise ClusterUnavailableError("this machine cannot run a node: it lacks "
                                           + "; ".join(missing))
+        self._claim_machine()
         started = time.monotonic()
         directory = self._binaries or ensure_node_binaries()
         self._binaries = directory
@@ -214,9 +219,33 @@ class LocalNode:
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
+        if self._lock is not None:
+            self._lock.close()  # the machine is free for another node
+            self._lock = None
         if left:
             _say("not removed: " + "; ".join(left))
         return left
+
+    def _claim_machine(self) -> None:
+        """One node per machine (its bridge, addresses and DNS port are fixed): a lock held
+        for the node's life. Another running one is said; a crashed one's leftovers are
+        removed as its network is set up again."""
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        self._lock = open(cache_dir() / "node.lock", "a+")  # noqa: SIM115 - held until stop
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.seek(0)
+            holder = self._lock.read().strip()
+            self._lock.close()
+            self._lock = None
+            raise ClusterUnavailableError(
+                f"another node runs on this machine (process {holder or 'unknown'}): one at "
+                "a time") from None
+        self._lock.seek(0)
+        self._lock.truncate()
+        self._lock.write(str(os.getpid()))
+        self._lock.flush()
 
     # -- images ------------------------------------------------------------------------
 

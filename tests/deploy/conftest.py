@@ -24,6 +24,27 @@ def _load_render():
 render = _load_render()
 
 
+def crd(group: str, kind: str, plural: str) -> dict:
+    """A schemaless CRD standing in for an operator's (the API server checks the object's kind
+    and metadata; the operator's own validation is its business)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {"group": group, "scope": "Namespaced",
+                 "names": {"plural": plural, "singular": kind.lower(), "kind": kind,
+                           "listKind": f"{kind}List"},
+                 "versions": [{"name": "v1", "served": True, "storage": True,
+                               "schema": {"openAPIV3Schema": {
+                                   "type": "object",
+                                   "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+OPERATOR_CRDS = (crd("monitoring.coreos.com", "ServiceMonitor", "servicemonitors"),
+                  crd("monitoring.coreos.com", "PrometheusRule", "prometheusrules"),
+                  crd("cert-manager.io", "Certificate", "certificates"))
+OPERATOR_APIS = ("monitoring.coreos.com/v1", "cert-manager.io/v1")
+
+
 def variant_values(name: str) -> dict:
     """The values of ``helm/kube-cache-gateway/ci/<name>``."""
     return yaml.safe_load((CHART / "ci" / name).read_text()) or {}

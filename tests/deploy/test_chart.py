@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from app.settings import Settings
-from tests.deploy.conftest import (CHART, VARIANTS, by_kind, kubectl, objects_of, render,
-                                   variant_values)
+from tests.deploy.conftest import (CHART, OPERATOR_APIS, OPERATOR_CRDS, VARIANTS, by_kind,
+                                   kubectl, objects_of, render, variant_values)
 
 # The oldest and newest Kubernetes the bundled schemas describe; the chart claims >= 1.20
 # (the real API server below checks that end).
@@ -32,7 +32,7 @@ def test_each_variant_lints_clean(variant, kube_version):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_each_variant_renders_objects_valid_for_kubernetes(variant, version):
     objs = objects_of(variant_values(variant), kube_version=f"v{version}",
-                      api_versions=_OPERATOR_APIS)
+                      api_versions=OPERATOR_APIS)
     assert objs
     for obj in objs:
         if obj["apiVersion"].startswith(("monitoring.coreos.com/", "cert-manager.io/")):
@@ -219,37 +219,16 @@ def test_every_value_is_in_the_schema_and_the_readme():
 
 # -- on the real API server -------------------------------------------------------------------
 
-def _crd(group: str, kind: str, plural: str) -> dict:
-    """A schemaless CRD standing in for an operator's (the API server checks the object's kind
-    and metadata; the operator's own validation is its business)."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {"group": group, "scope": "Namespaced",
-                 "names": {"plural": plural, "singular": kind.lower(), "kind": kind,
-                           "listKind": f"{kind}List"},
-                 "versions": [{"name": "v1", "served": True, "storage": True,
-                               "schema": {"openAPIV3Schema": {
-                                   "type": "object",
-                                   "x-kubernetes-preserve-unknown-fields": True}}}]}}
-
-
-_OPERATOR_CRDS = (_crd("monitoring.coreos.com", "ServiceMonitor", "servicemonitors"),
-                  _crd("monitoring.coreos.com", "PrometheusRule", "prometheusrules"),
-                  _crd("cert-manager.io", "Certificate", "certificates"))
-_OPERATOR_APIS = ("monitoring.coreos.com/v1", "cert-manager.io/v1")
-
-
 @pytest.fixture(scope="module")
 def release_namespace(local_cluster):
     from control_plane.kubeapi import KubeAPI
 
     kube = KubeAPI.for_cluster(local_cluster)
     kube.ensure_namespace("kube-cache-gateway")
-    for crd in _OPERATOR_CRDS:
+    for definition in OPERATOR_CRDS:
         if kube.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
-                    + crd["metadata"]["name"], ok_missing=True) is None:
-            kube.create_crd(crd)
+                    + definition["metadata"]["name"], ok_missing=True) is None:
+            kube.create_crd(definition)
     return "kube-cache-gateway"
 
 
@@ -265,7 +244,7 @@ def dry_run(local_cluster, objs: list[dict]) -> str:
 def test_each_variant_is_accepted_by_the_api_server(local_cluster, release_namespace,
                                                      server_version, variant):
     objs = objects_of(variant_values(variant), kube_version=server_version,
-                      api_versions=_OPERATOR_APIS)
+                      api_versions=OPERATOR_APIS)
     out = dry_run(local_cluster, objs)
     assert out.count("(server dry run)") == len(objs), out
 

@@ -22,7 +22,7 @@ import pytest
 from control_plane.client_tools import helm as helm_binary
 from control_plane.client_tools import kubectl as kubectl_binary
 from control_plane.image import archive
-from tests.deploy.conftest import CHART
+from tests.deploy.conftest import CHART, OPERATOR_CRDS, VARIANTS
 
 pytestmark = pytest.mark.cluster
 
@@ -78,11 +78,18 @@ class Release:
         return f"http://{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}"
 
 
-def install(node, *values: str, name: str = "") -> Release:
+def install(node, *values: str, name: str = "", prepare=None) -> Release:
     """``helm install --wait`` of the chart with ``values`` (``--set``/``-f`` arguments) into a
-    fresh namespace; the test fails when it is not Ready within ``READY_WITHIN``."""
+    fresh namespace (``prepare(kube, namespace)`` first: what the values expect to find);
+    the test fails when it is not Ready within ``READY_WITHIN``."""
     name = name or f"r{uuid.uuid4().hex[:6]}"
     namespace = f"chart-{name}"
+    if prepare is not None:
+        from control_plane.kubeapi import KubeAPI
+
+        kube = KubeAPI.for_cluster(node.cluster)
+        kube.ensure_namespace(namespace)
+        prepare(kube, namespace)
     started = time.monotonic()
     done = _helm(node, "install", name, str(CHART), "--namespace", namespace,
                  "--create-namespace", "--wait", "--timeout", f"{READY_WITHIN}s",
@@ -262,5 +269,106 @@ def test_a_replica_whose_cache_never_synced_stays_out_of_its_service(node):
         endpoints = _api(node, f"/api/v1/namespaces/{namespace}/endpoints/{release.fullname}")
         [subset] = endpoints["subsets"]
         assert "addresses" not in subset and len(subset["notReadyAddresses"]) == 1, endpoints
+    finally:
+        uninstall(release)
+
+
+
+# -- each ci/ values file, as chart-testing installs them ------------------------------------
+
+def _tls_secret(kube, namespace: str, name: str) -> None:
+    """The Secret a Certificate names, as cert-manager would issue it (it has no image here)."""
+    import base64
+    import tempfile
+    from pathlib import Path
+
+    from control_plane.certs import self_signed_cert
+
+    cert, key = self_signed_cert(Path(tempfile.mkdtemp()))
+    kube.create(f"/api/v1/namespaces/{namespace}/secrets", {
+        "metadata": {"name": name}, "type": "kubernetes.io/tls",
+        "data": {"tls.crt": base64.b64encode(cert.read_bytes()).decode(),
+                 "tls.key": base64.b64encode(key.read_bytes()).decode()}})
+
+
+def _operator_crds(kube) -> None:
+    for definition in OPERATOR_CRDS:
+        if kube.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                    + definition["metadata"]["name"], ok_missing=True) is None:
+            kube.create_crd(definition)
+
+
+def _platform_reader(kube, namespace: str) -> None:
+    """The ServiceAccount an operator brings (rbac.create false), with the rights it needs:
+    ``view`` (no Secrets) and the delegated reviews."""
+    kube.create(f"/api/v1/namespaces/{namespace}/serviceaccounts",
+                {"metadata": {"name": "platform-reader"}})
+    for role in ("view", "system:auth-delegator"):
+        kube.create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+            "metadata": {"name": f"{namespace}-{role.replace(':', '-')}"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": "platform-reader",
+                          "namespace": namespace}]})
+
+
+def _clusters_kubeconfig(node):
+    """The kubeconfig Secret the clusters values name: ``staging`` is the node's own API
+    server through its Service; ``prod`` an address in the reserved range that nothing
+    answers (its route is unreachable): a cluster away, which must not keep the replicas
+    from being Ready."""
+    import base64
+
+    def prepare(kube, namespace: str) -> None:
+        ca = base64.b64encode(node.cluster.primary.ca_file.read_bytes()).decode()
+        config = {"apiVersion": "v1", "kind": "Config", "clusters": [
+            {"name": "staging", "cluster": {"server": "https://198.19.0.1:443",
+                                            "certificate-authority-data": ca}},
+            {"name": "prod", "cluster": {"server": "https://198.18.255.1:443",
+                                         "certificate-authority-data": ca}}],
+            "users": [{"name": "reader", "user": {"token": node.cluster.admin.token}}],
+            "contexts": [{"name": "staging", "context": {"cluster": "staging", "user": "reader"}},
+                         {"name": "arn:aws:eks:eu-west-1:123456789012:cluster/prod",
+                          "context": {"cluster": "prod", "user": "reader"}}]}
+        kube.create(f"/api/v1/namespaces/{namespace}/secrets", {
+            "metadata": {"name": "kube-cache-gateway-kubeconfig"},
+            "data": {"kubeconfig": base64.b64encode(json.dumps(config).encode()).decode()}})
+    return prepare
+
+
+def _variant(node, variant: str):
+    """What installing ``variant`` needs besides the chart: (a preparation, helm arguments)."""
+    name = variant.removesuffix("-values.yaml")
+    if name == "cert-manager":
+        return (lambda kube, ns: (_operator_crds(kube),
+                                  _tls_secret(kube, ns, f"ci-{name}-kube-cache-gateway-tls"))), []
+    if name == "existing-serviceaccount":
+        return _platform_reader, []
+    if name == "clusters":
+        return _clusters_kubeconfig(node), []
+    if name == "full":
+        from control_plane.node import NODE_NAME
+
+        # its topology spread needs a zone; its digest is a placeholder, so the tag is run
+        assert _kubectl(node, "label", "--overwrite", "node", NODE_NAME,
+                        "topology.kubernetes.io/zone=local").returncode == 0
+        return (lambda kube, ns: (_operator_crds(kube),
+                                  _tls_secret(kube, ns, "kube-cache-gateway-tls"))), \
+            ["--set", "image.digest="]
+    return None, []
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_each_values_file_installs_ready_and_passes_helm_test(node, variant):
+    prepare, arguments = _variant(node, variant)
+    name = variant.removesuffix("-values.yaml")
+    release = install(node, "-f", str(CHART / "ci" / variant), *arguments, name=f"ci-{name}",
+                      prepare=prepare)
+    try:
+        pods = release.pods()
+        assert pods and all(_ready(p) for p in pods), [p["status"] for p in pods]
+        tested = _helm(node, "test", release.name, "--namespace", release.namespace, "--logs")
+        assert tested.returncode == 0, tested.stdout + tested.stderr
+        assert "Phase:          Succeeded" in tested.stdout, tested.stdout
     finally:
         uninstall(release)
