@@ -162,7 +162,7 @@ class LocalNode:
             step = time.monotonic()
             for path in _MACHINE_PATHS:  # where containerd and the CNI plugins keep state
                 if not path.exists():
-                    self._changes.made(str(path), lambda p=path: shutil.rmtree(p))
+                    self._changes.made(str(path), lambda p=path: p.exists() and shutil.rmtree(p))
             node_network.set_up(self._changes)
             self._cgroup_root()
             # the API server reaches the kubelet (logs, exec) at the node's address, never

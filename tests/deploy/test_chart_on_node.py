@@ -497,3 +497,65 @@ def test_an_upgrade_rolls_one_replica_at_a_time_and_event_sources_lose_nothing(n
         assert all("RESET" not in kinds for kinds in view.connections[1:]), view.connections
         assert any(resumed for resumed in view.resumed_from[1:])
         assert follower.failures == []  # every reconnection became a stream at once
+
+
+# -- liveness ---------------------------------------------------------------------------------
+
+def _host_pid(pod: dict) -> int:
+    """The host's PID of the gateway in ``pod`` (its main process: found by the pod's cgroup
+    and its command line)."""
+    from pathlib import Path
+
+    uid = pod["metadata"]["uid"]
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cgroups = (entry / "cgroup").read_text()
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if f"pod{uid}" in cgroups and b"kube-cache-gateway" in command and \
+                b"multiprocessing" not in command:
+            return int(entry.name)
+    raise AssertionError(f"no gateway process of pod {uid}")
+
+
+def test_a_gateway_whose_event_loop_is_blocked_is_restarted_by_its_liveness_probe(node):
+    """Its event loop blocked from outside — a sleep run in its main thread, where the loop
+    runs, through gdb as pyrasite does — the gateway still holds its port and its threads run,
+    but ``/livez`` goes unanswered: the kubelet restarts it, the restart count shows it, and
+    it is Ready again."""
+    import shutil
+
+    gdb = shutil.which("gdb")
+    assert gdb, "gdb is a test tool (python -m control_plane.binaries --test-tools)"
+    release = install(node, "--set", "replicas=1", "--set", "podDisruptionBudget.enabled=false",
+                      "--set", "terminationGracePeriodSeconds=12", "--set",
+                      "preStopDelaySeconds=0", name="stuck")
+    [pod] = release.pods()
+    blocker = subprocess.Popen(
+        [gdb, "-p", str(_host_pid(pod)), "-batch", "-ex", "call (int)PyGILState_Ensure()",
+         "-ex", 'call (int)PyRun_SimpleString("import time; time.sleep(3600)")'],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started = time.monotonic()
+    try:
+        deadline = started + 120
+        while time.monotonic() < deadline:
+            [now] = release.pods()
+            status = now["status"]["containerStatuses"][0]
+            if status["restartCount"] >= 1 and _ready(now):
+                break
+            time.sleep(1)
+        else:
+            pytest.fail(f"not restarted within 120 s: {now['status']}")
+        print(f"restarted and Ready again {time.monotonic() - started:.0f} s after its loop "
+              "was blocked")
+        assert now["metadata"]["uid"] == pod["metadata"]["uid"], "the same pod, restarted"
+        events = _api(node, f"/api/v1/namespaces/{release.namespace}/events")["items"]
+        said = [e["message"] for e in events if e["reason"] == "Unhealthy"]
+        assert any(m.startswith("Liveness probe failed") for m in said), said
+    finally:
+        blocker.kill()
+        blocker.wait()
+        uninstall(release)
