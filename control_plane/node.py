@@ -53,6 +53,7 @@ PAUSE_IMAGE = "localhost/kube-cache-gateway/pause:debian"
 CGROUP_ROOT = "kcg-node"
 _CGROUPS = Path("/sys/fs/cgroup")
 _READY_TIMEOUT = 120.0
+_PROJECTED_TOKENS = "BoundServiceAccountTokenVolume=true"
 # the state containerd's shims and the CNI plugins keep in fixed places, whatever the
 # configuration says: removed at the end when the node made them
 _MACHINE_PATHS = (Path("/run/containerd"), Path("/var/lib/cni"))
@@ -166,10 +167,13 @@ class LocalNode:
             node_network.set_up(self._changes)
             self._cgroup_root()
             # the API server reaches the kubelet (logs, exec) at the node's address, never
-            # by a name looked up in the machine's DNS
+            # by a name looked up in the machine's DNS; pods get the ServiceAccount token as
+            # today's clusters mount it (projected, expiring, rotated by the kubelet; default
+            # from 1.21, a gate in 1.20)
             self.cluster = LocalCluster(
                 address=GATEWAY, service_range=SERVICE_RANGE, service_accounts=True,
-                extra_apiserver_args=("--kubelet-preferred-address-types=InternalIP",)).start()
+                extra_apiserver_args=("--kubelet-preferred-address-types=InternalIP",
+                                      f"--feature-gates={_PROJECTED_TOKENS}")).start()
             self.timings["control_plane_s"] = time.monotonic() - step
             step = time.monotonic()
             self._start_containerd()
@@ -362,7 +366,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             f"--service-account-private-key-file={cluster.workdir / 'sa.key'}",
             f"--root-ca-file={cluster.primary.ca_file}",
             "--use-service-account-credentials=false", "--allocate-node-cidrs=false",
-            "--controllers=*", "--v=1"])
+            "--controllers=*", f"--feature-gates={_PROJECTED_TOKENS}", "--v=1"])
         self._spawn("kube-scheduler", [
             str(bins / "kube-scheduler"), f"--kubeconfig={kubeconfig}", "--leader-elect=false",
             "--port=0", "--secure-port=0", "--v=1"])

@@ -184,34 +184,6 @@ def _ready(pod: dict) -> bool:
                for c in pod.get("status", {}).get("conditions", []))
 
 
-def test_while_the_api_server_is_away_the_replicas_stay_ready_and_serve(default):
-    """The moment the API server is away is when the caches are all there is: the probes keep
-    both replicas Ready (the kubelet's own view: it cannot report to anyone), and reads
-    through the Service answer from the caches, with a Warning."""
-    node, token = default.node, default.node.cluster.admin.token
-    path = f"/api/v1/namespaces/{default.namespace}/pods"
-    headers = {"Authorization": f"Bearer {token}"}
-    for _ in range(4):  # each replica has reviewed the token and cached the pods
-        assert httpx.get(default.service_url() + path, headers=headers).status_code == 200
-    url = default.service_url()
-    names = sorted(p["metadata"]["name"] for p in default.pods())
-    node.cluster.stop_apiserver()
-    try:
-        time.sleep(12)  # two readiness periods and more
-        ours = [p for p in node.kubelet_pods() if p["metadata"]["name"] in names]
-        assert len(ours) == 2 and all(_ready(p) for p in ours), [p["status"] for p in ours]
-        for _ in range(4):
-            answer = httpx.get(url + path, headers=headers, timeout=10)
-            assert answer.status_code == 200, answer.text
-            assert sorted(i["metadata"]["name"] for i in answer.json()["items"]) == names
-            assert "warning" in answer.headers, answer.headers
-    finally:
-        node.cluster.start_apiserver()
-    endpoints = _api(node, f"/api/v1/namespaces/{default.namespace}/endpoints/"
-                           f"{default.fullname}")
-    assert len(endpoints["subsets"][0]["addresses"]) == 2, endpoints
-
-
 def test_the_disruption_budget_keeps_the_last_replica_through_a_drain(default):
     """``kubectl drain``: one replica is evicted, the eviction API refuses the other (the
     chart's PodDisruptionBudget, maxUnavailable 1) while its replacement cannot be scheduled
@@ -230,7 +202,10 @@ def test_the_disruption_budget_keeps_the_last_replica_through_a_drain(default):
         pods = default.pods()
         running = [p for p in pods if p["metadata"]["name"] in before
                    and not p["metadata"].get("deletionTimestamp")]
-        assert len(running) == 1 and _ready(running[0]), [p["status"] for p in pods]
+        said = (drained.stdout + drained.stderr)[-1500:], before, [
+            (p["metadata"]["name"], p["status"]["phase"], _ready(p),
+             p["metadata"].get("deletionTimestamp")) for p in pods]
+        assert len(running) == 1 and _ready(running[0]), said
         assert [p["status"]["phase"] for p in pods if p["metadata"]["name"] not in before] == \
             ["Pending"]  # the replacement, on a node that takes none
     finally:
@@ -243,6 +218,35 @@ def test_the_disruption_budget_keeps_the_last_replica_through_a_drain(default):
         time.sleep(1)
     else:
         pytest.fail(f"two replicas not Ready again: {[p['status'] for p in default.pods()]}")
+
+
+def test_while_the_api_server_is_away_the_replicas_stay_ready_and_serve(default):
+    """The moment the API server is away is when the caches are all there is: the probes keep
+    both replicas Ready (the kubelet's own view: it cannot report to anyone), and reads
+    through the Service answer from the caches, with a Warning."""
+    node, token = default.node, default.node.cluster.admin.token
+    path = f"/api/v1/namespaces/{default.namespace}/pods"
+    headers = {"Authorization": f"Bearer {token}"}
+    for _ in range(4):  # each replica has reviewed the token and cached the pods
+        assert httpx.get(default.service_url() + path, headers=headers).status_code == 200
+    url = default.service_url()
+    names = sorted(p["metadata"]["name"] for p in default.pods()
+                   if not p["metadata"].get("deletionTimestamp"))  # one drained may be ending
+    node.cluster.stop_apiserver()
+    try:
+        time.sleep(12)  # two readiness periods and more
+        ours = [p for p in node.kubelet_pods() if p["metadata"]["name"] in names]
+        assert len(ours) == 2 and all(_ready(p) for p in ours), [p["status"] for p in ours]
+        for _ in range(4):
+            answer = httpx.get(url + path, headers=headers, timeout=10)
+            assert answer.status_code == 200, answer.text
+            assert set(names) <= {i["metadata"]["name"] for i in answer.json()["items"]}
+            assert "warning" in answer.headers, answer.headers
+    finally:
+        node.cluster.start_apiserver()
+    endpoints = _api(node, f"/api/v1/namespaces/{default.namespace}/endpoints/"
+                           f"{default.fullname}")
+    assert len(endpoints["subsets"][0]["addresses"]) == 2, endpoints
 
 
 def test_a_replica_whose_cache_never_synced_stays_out_of_its_service(node):
@@ -558,4 +562,81 @@ def test_a_gateway_whose_event_loop_is_blocked_is_restarted_by_its_liveness_prob
     finally:
         blocker.kill()
         blocker.wait()
+        uninstall(release)
+
+
+# -- the ServiceAccount token, rotated ------------------------------------------------------
+
+def _rotate_token(node, pod: dict, token: str) -> None:
+    """Write ``token`` into ``pod``'s projected ServiceAccount volume the way the kubelet
+    rotates it (its AtomicWriter): the files in a new timestamped directory, then a symlink
+    to it renamed over ``..data`` — one atomic step — and the old directory removed."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    volumes = node.workdir / "kubelet" / "pods" / pod["metadata"]["uid"] / "volumes"
+    [volume] = (volumes / "kubernetes.io~projected").glob("kube-api-access-*")
+    old = volume / os.readlink(volume / "..data")
+    new = volume / f"..{time.strftime('%Y_%m_%d_%H_%M_%S')}.{uuid.uuid4().int % 10**10}"
+    new.mkdir()
+    for name in ("ca.crt", "namespace"):
+        shutil.copy2(old / name, new / name)
+    (new / "token").write_text(token)
+    link = volume / "..data_tmp"
+    link.symlink_to(new.name)
+    os.rename(link, volume / "..data")
+    shutil.rmtree(old)
+    assert Path(volume / "token").read_text() == token
+
+
+# resources the chart's ClusterRole grants, each listed once: a first list starts an informer
+# with the token the gateway holds at that moment
+_FRESH = ("limitranges", "resourcequotas", "persistentvolumeclaims", "persistentvolumes",
+          "replicationcontrollers", "serviceaccounts", "endpoints", "services", "events",
+          "nodes", "namespaces", "pods", "apis/apps/v1/deployments", "apis/apps/v1/replicasets",
+          "apis/apps/v1/statefulsets", "apis/apps/v1/daemonsets",
+          "apis/apps/v1/controllerrevisions", "apis/batch/v1/jobs",
+          "apis/policy/v1beta1/poddisruptionbudgets",
+          "apis/networking.k8s.io/v1/ingresses", "apis/networking.k8s.io/v1/networkpolicies",
+          "apis/storage.k8s.io/v1/storageclasses")
+
+
+def test_a_rotated_token_is_read_again_and_used(node):
+    """The kubelet rotates the projected token (at 80 % of its life); the gateway must read the
+    file again, not keep the one it started with. Here the new token is another
+    ServiceAccount's, one with no rights, so its use shows: the next resource first listed
+    is refused in that account's name (the gateway's 403 names its own identity). The
+    official client re-reads the token once a minute."""
+    release = install(node, "--set", "authz.mode=none", "--set", "authz.allowAnonymous=true",
+                      "--set", "replicas=1", "--set", "podDisruptionBudget.enabled=false",
+                      name="rotated")
+    from control_plane.kubeapi import KubeAPI
+
+    kube = KubeAPI.for_cluster(node.cluster)
+    accounts = f"/api/v1/namespaces/{release.namespace}/serviceaccounts"
+    kube.create(accounts, {"metadata": {"name": "stand-in"}})
+    token = kube.create(f"{accounts}/stand-in/token",
+                        {"spec": {"expirationSeconds": 3600}})["status"]["token"]
+    url = release.service_url()
+    try:
+        paths = [p if p.startswith("apis/") else f"api/v1/{p}" for p in _FRESH]
+        assert httpx.get(f"{url}/{paths.pop(0)}", timeout=30).status_code == 200
+        [pod] = release.pods()
+        _rotate_token(node, pod, token)
+        rotated = time.monotonic()
+        who = f"system:serviceaccount:{release.namespace}:stand-in"
+        for path in paths:
+            answer = httpx.get(f"{url}/{path}", timeout=30)
+            if answer.status_code == 403:
+                assert who in answer.json()["message"], answer.text
+                break
+            assert answer.status_code == 200, answer.text
+            time.sleep(4)
+        else:
+            pytest.fail(f"the rotated token was not used within {time.monotonic() - rotated:.0f} s")
+        print(f"the rotated token used {time.monotonic() - rotated:.0f} s after the swap")
+        [still] = release.pods()
+        assert still["status"]["containerStatuses"][0]["restartCount"] == 0
+    finally:
         uninstall(release)
