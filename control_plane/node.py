@@ -153,11 +153,11 @@ class LocalNode:
         if missing:
             raise ClusterUnavailableError("this machine cannot run a node: it lacks "
                                           + "; ".join(missing))
-        self._claim_machine()
         started = time.monotonic()
         directory = self._binaries or ensure_node_binaries()
         self._binaries = directory
         self.timings["binaries_s"] = time.monotonic() - started
+        self._claim_machine()
         self.workdir = Path(tempfile.mkdtemp(prefix="kcg-node-", dir="/var/tmp"))
         try:
             step = time.monotonic()
