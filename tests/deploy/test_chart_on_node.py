@@ -364,7 +364,7 @@ def _variant(node, variant: str):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_each_values_file_installs_ready_and_passes_helm_test(node, variant):
+def test_each_values_file_installs_ready_and_passes_helm_test(node, variant, slow_outcomes):
     prepare, arguments = _variant(node, variant)
     name = variant.removesuffix("-values.yaml")
     release = install(node, "-f", str(CHART / "ci" / variant), *arguments, name=f"ci-{name}",
@@ -525,11 +525,9 @@ def _host_pid(pod: dict) -> int:
     raise AssertionError(f"no gateway process of pod {uid}")
 
 
-def test_a_gateway_whose_event_loop_is_blocked_is_restarted_by_its_liveness_probe(node):
-    """Its event loop blocked from outside — a sleep run in its main thread, where the loop
-    runs, through gdb as pyrasite does — the gateway still holds its port and its threads run,
-    but ``/livez`` goes unanswered: the kubelet restarts it, the restart count shows it, and
-    it is Ready again."""
+def _block_a_loop(node) -> tuple[Release, dict, subprocess.Popen, float]:
+    """A one-replica release whose gateway's event loop is then blocked from outside: a sleep
+    run in its main thread, where the loop runs, through gdb as pyrasite does."""
     import shutil
 
     gdb = shutil.which("gdb")
@@ -542,27 +540,32 @@ def test_a_gateway_whose_event_loop_is_blocked_is_restarted_by_its_liveness_prob
         [gdb, "-p", str(_host_pid(pod)), "-batch", "-ex", "call (int)PyGILState_Ensure()",
          "-ex", 'call (int)PyRun_SimpleString("import time; time.sleep(3600)")'],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    started = time.monotonic()
-    try:
-        deadline = started + 120
-        while time.monotonic() < deadline:
-            [now] = release.pods()
-            status = now["status"]["containerStatuses"][0]
-            if status["restartCount"] >= 1 and _ready(now):
-                break
-            time.sleep(1)
-        else:
+    return release, pod, blocker, time.monotonic()
+
+
+def test_a_gateway_whose_event_loop_is_blocked_is_restarted_by_its_liveness_probe(
+        node, slow_outcomes):
+    """Its event loop blocked, the gateway still holds its port and its threads run, but
+    ``/livez`` goes unanswered: the kubelet restarts it, the restart count shows it, and it is
+    Ready again."""
+    release, pod, _, started = slow_outcomes["stuck"]
+    while True:  # asked at least once: the wait may have passed during the tests before
+        [now] = release.pods()
+        if now["status"]["containerStatuses"][0]["restartCount"] >= 1 and _ready(now):
+            break
+        if time.monotonic() > started + 120:
             pytest.fail(f"not restarted within 120 s: {now['status']}")
-        print(f"restarted and Ready again {time.monotonic() - started:.0f} s after its loop "
-              "was blocked")
-        assert now["metadata"]["uid"] == pod["metadata"]["uid"], "the same pod, restarted"
-        events = _api(node, f"/api/v1/namespaces/{release.namespace}/events")["items"]
-        said = [e["message"] for e in events if e["reason"] == "Unhealthy"]
-        assert any(m.startswith("Liveness probe failed") for m in said), said
-    finally:
-        blocker.kill()
-        blocker.wait()
-        uninstall(release)
+        time.sleep(1)
+    import datetime
+
+    ended = now["status"]["containerStatuses"][0]["lastState"]["terminated"]["finishedAt"]
+    blocked_at = time.time() - (time.monotonic() - started)
+    took = datetime.datetime.fromisoformat(ended.replace("Z", "+00:00")).timestamp() - blocked_at
+    print(f"killed by the kubelet {took:.0f} s after its loop was blocked")
+    assert now["metadata"]["uid"] == pod["metadata"]["uid"], "the same pod, restarted"
+    events = _api(node, f"/api/v1/namespaces/{release.namespace}/events")["items"]
+    said = [e["message"] for e in events if e["reason"] == "Unhealthy"]
+    assert any(m.startswith("Liveness probe failed") for m in said), said
 
 
 # -- the ServiceAccount token, rotated ------------------------------------------------------
@@ -602,41 +605,90 @@ _FRESH = ("limitranges", "resourcequotas", "persistentvolumeclaims", "persistent
           "apis/storage.k8s.io/v1/storageclasses")
 
 
-def test_a_rotated_token_is_read_again_and_used(node):
-    """The kubelet rotates the projected token (at 80 % of its life); the gateway must read the
-    file again, not keep the one it started with. Here the new token is another
-    ServiceAccount's, one with no rights, so its use shows: the next resource first listed
-    is refused in that account's name (the gateway's 403 names its own identity). The
-    official client re-reads the token once a minute."""
+class _TokenUse(threading.Thread):
+    """Lists a resource never listed before every 4 s through ``url`` until one is refused,
+    and keeps the answer and when it came."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url = url
+        self.started = time.monotonic()
+        self.refused: httpx.Response | None = None
+        self.seconds = 0.0
+        self.unexpected: list[str] = []
+
+    def run(self) -> None:
+        for path in [p if p.startswith("apis/") else f"api/v1/{p}" for p in _FRESH[1:]]:
+            try:
+                answer = httpx.get(f"{self.url}/{path}", timeout=30)
+            except httpx.HTTPError as exc:
+                self.unexpected.append(f"{path}: {exc}")
+                continue
+            if answer.status_code == 403:
+                self.refused, self.seconds = answer, time.monotonic() - self.started
+                return
+            if answer.status_code != 200:
+                self.unexpected.append(f"{path}: {answer.status_code} {answer.text[:200]}")
+            time.sleep(4)
+
+
+def _rotate_a_token(node) -> tuple[Release, _TokenUse]:
+    """A one-replica release whose token file is then rotated to another ServiceAccount's, one
+    with no rights, and a thread that lists fresh resources until one is refused."""
+    from control_plane.kubeapi import KubeAPI
+
     release = install(node, "--set", "authz.mode=none", "--set", "authz.allowAnonymous=true",
                       "--set", "replicas=1", "--set", "podDisruptionBudget.enabled=false",
                       name="rotated")
-    from control_plane.kubeapi import KubeAPI
-
     kube = KubeAPI.for_cluster(node.cluster)
     accounts = f"/api/v1/namespaces/{release.namespace}/serviceaccounts"
     kube.create(accounts, {"metadata": {"name": "stand-in"}})
     token = kube.create(f"{accounts}/stand-in/token",
                         {"spec": {"expirationSeconds": 3600}})["status"]["token"]
     url = release.service_url()
+    assert httpx.get(f"{url}/api/v1/{_FRESH[0]}", timeout=30).status_code == 200
+    [pod] = release.pods()
+    _rotate_token(node, pod, token)
+    use = _TokenUse(url)
+    use.start()
+    return release, use
+
+
+@pytest.fixture(scope="module")
+def slow_outcomes(node):
+    """The two scenarios whose outcome takes about a minute — a blocked event loop, a rotated
+    token — set going together when the values files are installed, so that their waits
+    overlap those installs and the rolling upgrade (the node's share of the suite: 5.2
+    minutes as they ran one after the other)."""
+    stuck = _block_a_loop(node)
     try:
-        paths = [p if p.startswith("apis/") else f"api/v1/{p}" for p in _FRESH]
-        assert httpx.get(f"{url}/{paths.pop(0)}", timeout=30).status_code == 200
-        [pod] = release.pods()
-        _rotate_token(node, pod, token)
-        rotated = time.monotonic()
-        who = f"system:serviceaccount:{release.namespace}:stand-in"
-        for path in paths:
-            answer = httpx.get(f"{url}/{path}", timeout=30)
-            if answer.status_code == 403:
-                assert who in answer.json()["message"], answer.text
-                break
-            assert answer.status_code == 200, answer.text
-            time.sleep(4)
-        else:
-            pytest.fail(f"the rotated token was not used within {time.monotonic() - rotated:.0f} s")
-        print(f"the rotated token used {time.monotonic() - rotated:.0f} s after the swap")
-        [still] = release.pods()
-        assert still["status"]["containerStatuses"][0]["restartCount"] == 0
+        rotated = _rotate_a_token(node)
+    except BaseException:
+        stuck[2].kill()
+        uninstall(stuck[0])
+        raise
+    try:
+        yield {"stuck": stuck, "rotated": rotated}
     finally:
-        uninstall(release)
+        stuck[2].kill()
+        stuck[2].wait()
+        rotated[1].join(10)
+        for release in (stuck[0], rotated[0]):
+            uninstall(release)
+
+
+def test_a_rotated_token_is_read_again_and_used(node, slow_outcomes):
+    """The kubelet rotates the projected token (at 80 % of its life); the gateway must read the
+    file again, not keep the one it started with. Here the new token is another
+    ServiceAccount's, one with no rights, so its use shows: the next resource first listed
+    is refused in that account's name (the gateway's 403 names its own identity). The
+    official client re-reads the token once a minute."""
+    release, use = slow_outcomes["rotated"]
+    use.join(max(0.0, use.started + 100 - time.monotonic()))
+    assert use.refused is not None, f"the rotated token was not used: {use.unexpected}"
+    who = f"system:serviceaccount:{release.namespace}:stand-in"
+    assert who in use.refused.json()["message"], use.refused.text
+    assert use.unexpected == []
+    print(f"the rotated token used {use.seconds:.0f} s after the swap")
+    [still] = release.pods()
+    assert still["status"]["containerStatuses"][0]["restartCount"] == 0
