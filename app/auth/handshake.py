@@ -22,6 +22,12 @@ mode Python reports before anything is set; the connection is found from the fai
 through the TLS object's application data, where CPython's ``_ssl`` keeps it. When either is
 not where it should be, the callback returns OpenSSL's own verdict (the handshake ends, as
 without it) — never a certificate taken as verified.
+
+No session is resumed. A resumed handshake checks no certificate and calls no callback, yet
+the connection carries the certificate of the session it resumes: a certificate marked
+unverified on one connection would have named its subject on the next. So the contexts that
+ask for certificates issue no session ticket and keep no session cache, and ``verified`` says
+no for a resumed connection whatever its origin (a CA removed since is refused too).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ __all__ = ["accept_unverified", "verified"]
 log = logging.getLogger(__name__)
 
 _SSL_VERIFY_PEER = 0x01
+_SSL_CTRL_SET_SESS_CACHE_MODE, _SSL_SESS_CACHE_OFF = 44, 0
 
 # TLS objects whose peer certificate failed verification (weakly: they go with their connection)
 _unverified: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -56,7 +63,9 @@ def _bind() -> tuple[Any, int] | None:
                 ("SSL_CTX_get_verify_mode", [ctypes.c_void_p], ctypes.c_int),
                 ("SSL_get_ex_data_X509_STORE_CTX_idx", [], ctypes.c_int),
                 ("X509_STORE_CTX_get_ex_data", [ctypes.c_void_p, ctypes.c_int], ctypes.c_void_p),
-                ("SSL_get_ex_data", [ctypes.c_void_p, ctypes.c_int], ctypes.c_void_p)):
+                ("SSL_get_ex_data", [ctypes.c_void_p, ctypes.c_int], ctypes.c_void_p),
+                ("SSL_CTX_ctrl", [ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_void_p],
+                 ctypes.c_long)):
             function = getattr(lib, name)
             function.argtypes, function.restype = args, result
         return lib, lib.SSL_get_ex_data_X509_STORE_CTX_idx()
@@ -97,17 +106,21 @@ def accept_unverified(context: ssl.SSLContext) -> bool:
     verify finish, marked (``verified``); ``False``, and the context as it was (a certificate
     that does not verify ends the handshake), where this Python cannot."""
     context.verify_mode = ssl.CERT_OPTIONAL
+    context.options |= ssl.OP_NO_TICKET  # no session to resume (see the module)
+    context.num_tickets = 0
     if _BOUND is None:
         return False
     lib, _ = _BOUND
     pointer = _pointer(context)
     if not pointer or lib.SSL_CTX_get_verify_mode(pointer) != _SSL_VERIFY_PEER:
         return False
+    lib.SSL_CTX_ctrl(pointer, _SSL_CTRL_SET_SESS_CACHE_MODE, _SSL_SESS_CACHE_OFF, None)
     lib.SSL_CTX_set_verify(pointer, _SSL_VERIFY_PEER, _on_verify)
     return True
 
 
 def verified(tls: Any) -> bool:
     """Whether the peer certificate of a connection's TLS object (``ssl.SSLObject``) passed
-    verification; ``True`` also without one (nothing failed)."""
-    return tls not in _unverified
+    verification on this connection; ``True`` also without one (nothing failed), ``False``
+    for a resumed session (nothing was checked)."""
+    return tls not in _unverified and not tls.session_reused

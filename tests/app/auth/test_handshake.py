@@ -29,18 +29,26 @@ def _server(certs) -> ssl.SSLContext:
     return context
 
 
-def _handshake(server: ssl.SSLContext, client_cert=None) -> ssl.SSLObject:
-    """The server's TLS object after a handshake with a client presenting ``client_cert``.
-
-    Raises:
-        ssl.SSLError: the server ended the handshake.
-    """
+def _client(client_cert=None) -> ssl.SSLContext:
     client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     client.check_hostname, client.verify_mode = False, ssl.CERT_NONE
     if client_cert:
         client.load_cert_chain(*client_cert)
+    return client
+
+
+def _handshake(server: ssl.SSLContext, client_cert=None, client=None,
+               session=None) -> ssl.SSLObject:
+    """The server's TLS object after a handshake with a client presenting ``client_cert``
+    (``client``: a client context to use again, offering ``session``); the client's TLS object
+    is the result's ``peer``, after a byte of data (TLS 1.3 sends its tickets then).
+
+    Raises:
+        ssl.SSLError: the server ended the handshake.
+    """
+    client = client or _client(client_cert)
     client_in, client_out, server_in, server_out = (ssl.MemoryBIO() for _ in range(4))
-    ours = client.wrap_bio(client_in, client_out)
+    ours = client.wrap_bio(client_in, client_out, session=session)
     theirs = server.wrap_bio(server_in, server_out, server_side=True)
     finished: set[str] = set()
     for _ in range(8):  # a TLS 1.3 handshake takes three flights
@@ -54,6 +62,10 @@ def _handshake(server: ssl.SSLContext, client_cert=None) -> ssl.SSLObject:
         server_in.write(client_out.read())
         client_in.write(server_out.read())
     assert finished == {"client", "server"}, finished
+    theirs.write(b"x")
+    client_in.write(server_out.read())
+    assert ours.read(1) == b"x"
+    theirs.peer = ours
     return theirs
 
 
@@ -108,3 +120,24 @@ def test_a_connection_the_callback_cannot_find_keeps_openssls_no(certs, monkeypa
     assert accept_unverified(server)
     with pytest.raises(ssl.SSLError):
         _handshake(server, certs["mallory"])
+
+
+def test_no_session_is_resumed_so_an_unverified_certificate_never_names_its_subject(certs):
+    """A resumed handshake checks no certificate and calls no callback, yet carries the
+    session's certificate: mallory, marked unverified once, resuming, was verified and
+    system:masters. No ticket or cached session is issued now, and a resumed connection from
+    anywhere is not verified."""
+    server = _server(certs)
+    accept_unverified(server)
+    client = _client(certs["mallory"])
+    first = _handshake(server, client=client)
+    again = _handshake(server, client=client, session=first.peer.session)
+    assert not again.session_reused and not verified(again)
+    # a context that resumes sessions (one made without accept_unverified): never verified
+    plain = _server(certs)
+    plain.verify_mode = ssl.CERT_OPTIONAL
+    carol = _client(certs["carol"])
+    first = _handshake(plain, client=carol)
+    assert verified(first)
+    resumed = _handshake(plain, client=carol, session=first.peer.session)
+    assert resumed.session_reused and not verified(resumed)
