@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test setup binaries bench soak manifests image node clean
+.PHONY: demo test setup binaries bench soak soak-token manifests image node clean
 
 demo: setup binaries
 	$(VENV)/bin/kube-cache-gateway demo
@@ -41,6 +41,12 @@ bench: setup binaries
 soak: setup binaries
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,bench]'
 	$(PY) -m bench.soak --minutes 10 --json docs/soak.json --plot docs/soak.png
+
+# The chart on a node followed past its first ServiceAccount token's expiry (600 s, renewed by
+# the kubelet at 80 %); writes docs/token-expiry.json. Needs root; about 24 minutes.
+soak-token: setup binaries
+	$(PY) -m control_plane.binaries --test-tools
+	$(PY) -m bench.token_expiry --json docs/token-expiry.json
 
 # The container image from the Dockerfile, with Debian's buildah (no daemon, no registry: a
 # stand-in base made once by debootstrap); tagged as the chart's image defaults name it.

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.bridge import HubHandler, call_on_loop, run_blocking
+from app.cache.kept_lists import KeptLists
 from app.query.budget import QueryMemory
 from app.query.engine import QueryEngine
 from app.cache.hub import EventHub
@@ -60,6 +61,7 @@ class ResourceCache:
     prewarmed: bool = False
     last_used: float = field(default_factory=time.monotonic)
     queries: QueryEngine = field(default_factory=QueryEngine)  # kept values, results and answers
+    lists: KeptLists = field(default_factory=lambda: KeptLists(QueryMemory()))  # kept answers
 
     @property
     def indexer(self) -> Indexer:
@@ -389,6 +391,7 @@ class ClusterCache:
         old = self._entries.pop(resource.gvr, None)
         if old is not None:
             old.hub.close_all()
+            old.lists.clear()
         generic = await run_blocking(self.factory.for_resource, resource.gvr)
         hub = EventHub(self.settings.event_ring_size)
         synced = self._syncing[resource.gvr] = loop.create_future()
@@ -404,7 +407,7 @@ class ClusterCache:
             self._syncing.pop(resource.gvr, None)
         hub.mark_ready()
         entry = ResourceCache(resource, generic, hub, registration, printer,
-                              queries=QueryEngine(self.memory))
+                              queries=QueryEngine(self.memory), lists=KeptLists(self.memory))
         self._entries[resource.gvr] = entry
         log.info("cache of %s ready: %d objects at resourceVersion %s", resource.gvr,
                  len(hub.view), hub.rv)
@@ -434,6 +437,7 @@ class ClusterCache:
     def _drop(self, gvr: GroupVersionResource) -> None:
         entry = self._entries.pop(gvr, None)
         if entry is not None:
+            entry.lists.clear()
             named = f"{gvr.resource}.{gvr.group}" if gvr.group else gvr.resource
             entry.hub.close_all(not_found(
                 f"the resource {named} went away from the API server (its "

@@ -40,6 +40,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from app.auth.client_certs import PEER_USER, user_of
 from app.auth.handshake import verified
+from app.http.head_with_body import HeadWithBody
 from app.streams.wire import CYCLE_KEY
 
 __all__ = ["GuardedProtocol", "StreamLimiter", "guarded_protocol"]
@@ -200,6 +201,7 @@ class GuardedProtocol(HttpToolsProtocol):
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and cycle.scope is self.scope:  # this request's
+            cycle.transport = HeadWithBody(cycle.transport, cycle)  # one write per answer
             # its streams write live events straight to the connection (app.streams.wire);
             # weakly: the cycle holds the scope, and a strong reference back would leave
             # every request's scope and cycle to the garbage collector

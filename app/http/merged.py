@@ -187,7 +187,7 @@ async def merged_endpoint(request: Request) -> Response:
         selection = Selection(target.namespace, query.labels, query.fields, grant.namespaces,
                               query.filters)
         dashboard = bool(query.view_text)
-        objects, version = await select_consistent(entry, selection, filtered=not dashboard)
+        objects, version, _ = await select_consistent(entry, selection, filtered=not dashboard)
         if asked_version is not None and cluster.name in asked_version:
             # not older than the token's version of this cluster (waited for, as on its path)
             await fresh_enough(entry.hub, dataclasses.replace(

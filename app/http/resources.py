@@ -29,7 +29,8 @@ from app.http.context import context_of
 from app.bridge import run_blocking, run_bulk
 from app.cache.resources import ResourceCache
 from app.query.engine import KEEP_ANSWERS_BELOW
-from app.kube.envelope import ListBody, StoredBody, list_length, list_metadata
+from app.cache.kept_lists import KeptList
+from app.kube.envelope import JOIN_BELOW, KeptBody, ListBody, StoredBody, list_length, list_metadata
 from app.cache.metadata_only import check_read
 from app.kube.partial import answer_type, partial, wrong_form
 from app.cache.requested_version import check_list_options, fresh_enough
@@ -196,8 +197,9 @@ _CONSISTENT_TRIES = 5
 
 
 async def select_consistent(entry: ResourceCache, selection: Selection,
-                             filtered: bool = True) -> tuple[list, str]:
-    """The matching objects and the version they are exactly the server's state at.
+                             filtered: bool = True) -> tuple[list, str, bool]:
+    """The matching objects, the version they are exactly the server's state at, and
+    whether they were read from the indexer (else from the hub's view, behind it).
 
     Lists are selected from the indexer (its indexes make label queries fast),
     which the informer updates a moment before the hub (on the loop) hears of
@@ -215,9 +217,10 @@ async def select_consistent(entry: ResourceCache, selection: Selection,
         objects, version = informer.read_consistently(
             lambda: selection.select(indexer, ordered=True, filtered=filtered))
         if version:
-            return objects, version
+            return objects, version, True
         await asyncio.sleep(0.002 * attempt)
-    return entry.hub.snapshot(selection if filtered else selection.unfiltered()), str(entry.hub.rv)
+    return (entry.hub.snapshot(selection if filtered else selection.unfiltered()),
+            str(entry.hub.rv), False)
 
 
 async def _list(request: Request, entry: ResourceCache, selection: Selection, query: Query,
@@ -238,7 +241,21 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
         kept = entry.queries.answer(answer_key, version) if version else None
         if kept is not None:
             return _kept_answer(kept, etag)
-    objects, rv = await select_consistent(entry, selection, filtered=not dashboard)
+    list_key = tick = None
+    if not dashboard and accept.kind in ("json", "meta"):
+        # an answer kept while its buckets are unchanged (app.cache.kept_lists)
+        list_key = (fingerprint, accept.kind, accept.table_version, accept.as_kind,
+                    query.fields_text, query.continue_key, query.limit)
+        kept_list = entry.lists.get(list_key)
+        if kept_list is not None and (len(kept_list.whole) <= _GZIP_ABOVE
+                                      or not _wants_gzip(request)):
+            answer = _kept_list(entry, accept, list_key, kept_list, etag)
+            if answer is not None:
+                return answer
+        tick = entry.indexer.thread_safe_store.tick  # before the read: see unchanged_since
+    objects, rv, from_store = await select_consistent(entry, selection, filtered=not dashboard)
+    if not from_store:
+        tick = None  # the hub's view may be behind the store's marks: not kept
     places = None
     if dashboard:
         result = await entry.queries.result(objects, query, fingerprint, rv)
@@ -274,11 +291,7 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
                                   include=query.include_object, resource_version=rv,
                                   continue_token=token, remaining=remaining)
         return await _finish(request, body, etag)
-    res = entry.resource
-    meta = list_metadata(rv, token, remaining)
-    kind, api_version = answer_type(res, accept, listing=True)
-    head = (b'{"apiVersion":' + orjson.dumps(api_version) + b',"kind":'
-            + orjson.dumps(kind) + b',"metadata":' + orjson.dumps(meta) + b',"items":[')
+    head = _list_head(entry, accept, rv, token, remaining)
     if accept.kind == "meta":
         version = accept.table_version
         items = (await run_bulk(lambda: [partial(o.raw, version) for o in objects])
@@ -288,6 +301,18 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
             entry.queries.projection(query.fields_text, query.fields_paths), objects)
     else:
         items = [o.raw for o in objects]
+    if list_key is not None and tick is not None:
+        store = entry.indexer.thread_safe_store
+        index, values = selection.read_from(entry.indexer)
+        length = list_length(head, items, _TAIL)
+        if entry.lists.worth_keeping(list_key, length, tick,
+                                     lambda t: store.unchanged_since(t, index, values)):
+            whole = _joined(head, items)
+            entry.lists.keep(list_key, KeptList(tick, index, values, rv, whole,
+                                                (len(head), len(whole) - len(_TAIL)),
+                                                token, remaining))
+            if length <= _GZIP_ABOVE or not _wants_gzip(request):
+                return KeptBody((whole,), etag)
     headers = {"Cache-Control": "no-cache, private", "ETag": etag}
     if answer_key is not None and list_length(head, items, _TAIL) <= KEEP_ANSWERS_BELOW:
         body = head + b",".join(items) + _TAIL
@@ -304,6 +329,46 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
 
 def _key(obj: EncodedObject) -> str:
     return obj.key
+
+
+def _list_head(entry: ResourceCache, accept: Accept, version: str, token: str,
+               remaining: int | None) -> bytes:
+    """A JSON list's envelope up to its first item."""
+    kind, api_version = answer_type(entry.resource, accept, listing=True)
+    return (b'{"apiVersion":' + orjson.dumps(api_version) + b',"kind":' + orjson.dumps(kind)
+            + b',"metadata":' + orjson.dumps(list_metadata(version, token, remaining))
+            + b',"items":[')
+
+
+def _joined(head: bytes, items: list[bytes]) -> bytes:
+    """``head + b",".join(items) + _TAIL`` with one copy of the items, not two."""
+    if not items:
+        return head + _TAIL
+    if len(items) == 1:
+        return b"".join((head, items[0], _TAIL))
+    return b",".join([head + items[0], *items[1:-1], items[-1] + _TAIL])
+
+
+def _kept_list(entry: ResourceCache, accept: Accept, key: tuple, kept: KeptList,
+               etag: str) -> KeptBody | None:
+    """The kept answer at the version the store is exactly at, if nothing it was read from
+    was written since (else ``None``: read it again)."""
+    store = entry.indexer.thread_safe_store
+    unchanged, version = entry.generic.informer().read_consistently(
+        lambda: store.unchanged_since(kept.tick, kept.index, kept.values))
+    if not unchanged or not version:
+        return None
+    entry.lists.hits += 1
+    if version == kept.version:
+        return KeptBody((kept.whole,), etag)
+    start, end = kept.items
+    head = _list_head(entry, accept, version, kept.token, kept.remaining)
+    items = memoryview(kept.whole)[start:end]
+    if len(kept.whole) > JOIN_BELOW:  # sent from the kept bytes, never joined again
+        return KeptBody((head, items, _TAIL), etag)
+    whole = b"".join((head, items, _TAIL))
+    entry.lists.renew(key, kept, version, whole, (len(head), len(head) + end - start))
+    return KeptBody((whole,), etag)
 
 
 def _kept_answer(kept: tuple[bytes, dict[str, str]], etag: str) -> Response:

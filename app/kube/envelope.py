@@ -25,8 +25,8 @@ from starlette.responses import Response
 
 from app.bridge import run_blocking
 
-__all__ = ["CHUNK", "JOIN_BELOW", "ListBody", "MadeListBody", "StoredBody", "list_length",
-           "list_metadata"]
+__all__ = ["CHUNK", "JOIN_BELOW", "KeptBody", "ListBody", "MadeListBody", "StoredBody",
+           "list_length", "list_metadata"]
 
 CHUNK = 256 * 1024  # a slice of a large answer
 JOIN_BELOW = 1024 * 1024  # answers up to this size go out in one write
@@ -66,6 +66,34 @@ class StoredBody(Response):
         self.background = None
         self.body = raw
         self.raw_headers = [*_STORED_HEADERS, (b"content-length", str(len(raw)).encode())]
+
+
+class KeptBody(Response):
+    """An answer already made, in pieces (bytes or views of a kept answer: envelope, items,
+    tail; ``app.cache.kept_lists``): one write when small; a large one in ``CHUNK`` views of
+    the same bytes, copied by nobody, so that the server's flow control paces a slow reader
+    as for ``ListBody``."""
+
+    def __init__(self, pieces: Sequence[bytes | memoryview], etag: str) -> None:
+        self.status_code = 200
+        self.background = None
+        self.body = b""
+        self._pieces = pieces
+        self.length = sum(map(len, pieces))
+        self.raw_headers = [*_STORED_HEADERS, (b"etag", etag.encode()),
+                            (b"content-length", str(self.length).encode())]
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        pieces = self._pieces
+        if self.length <= JOIN_BELOW:
+            body = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+            await send({"type": "http.response.body", "body": body})
+            return
+        views = [memoryview(p)[at:at + CHUNK] for p in pieces for at in range(0, len(p), CHUNK)]
+        for view in views[:-1]:
+            await send({"type": "http.response.body", "body": view, "more_body": True})
+        await send({"type": "http.response.body", "body": views[-1]})
 
 
 class ListBody(Response):

@@ -22,12 +22,14 @@ from informer_core.fields import FieldSelector
 from informer_core.fields import everything as no_fields
 from informer_core.labels import Selector
 from informer_core.labels import everything as no_labels
+from informer_core.labels import Operator
 from informer_core.lister import select_encoded
-from informer_core.store import Indexer, object_key
+from informer_core.store import LABEL_INDEX, NAMESPACE_INDEX, Indexer, object_key
 
 __all__ = ["Selection"]
 
 _FAST_FIELDS = ("metadata.name", "metadata.namespace")
+_POSITIVE = (Operator.IN, Operator.EQUALS, Operator.DOUBLE_EQUALS)
 
 _GROUPS: dict[tuple, int] = {}  # see Selection.group
 _GROUPS_KEPT = 4096
@@ -128,6 +130,26 @@ class Selection:
             unfiltered = self.unfiltered()
             return [o for o in candidates if unfiltered.matches(o)]
         return [o for o in candidates if self.matches(o)]
+
+    def read_from(self, indexer: Indexer) -> tuple[str | None, tuple[str, ...]]:
+        """The fewest index buckets every object this selection matches lies in, as (index,
+        values); (``None``, ()) for the whole store. While nothing under them is written,
+        the selection's answer stays the same (``ThreadSafeStore.unchanged_since``):
+        each positive label requirement and the namespace (or the caller's namespaces)
+        bound the answer, and the smallest of them is taken."""
+        store = indexer.thread_safe_store
+        namespace = self.namespace or self.fields.requires_exact("metadata.namespace")
+        options: list[tuple[str, tuple[str, ...]]] = []
+        if namespace is not None:
+            options.append((NAMESPACE_INDEX, (namespace,)))
+        elif self.namespaces is not None:
+            options.append((NAMESPACE_INDEX, tuple(sorted(self.namespaces))))
+        if store.has_index(LABEL_INDEX):
+            options += [(LABEL_INDEX, tuple(f"{r.key}={v}" for v in r.values))
+                        for r in self.labels.requirements if r.operator in _POSITIVE]
+        if not options:
+            return None, ()
+        return min(options, key=lambda o: sum(store.bucket_size(o[0], v) for v in o[1]))
 
     @property
     def partition(self) -> str:

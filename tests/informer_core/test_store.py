@@ -355,3 +355,113 @@ class IndexerMachine(RuleBasedStateMachine):
 
 TestIndexerMachine = IndexerMachine.TestCase
 TestIndexerMachine.settings = settings(max_examples=300, stateful_step_count=30, deadline=None)
+
+
+# -- change marks: what a reader may keep while its buckets are unchanged ----------------------
+
+def _labelled_indexer():
+    from informer_core.store import LABEL_INDEX, Indexer, label_index_func
+
+    return Indexer(indexers={LABEL_INDEX: label_index_func})
+
+
+def _pod(namespace: str, name: str, rv: int, **labels: str) -> dict:
+    return {"metadata": {"namespace": namespace, "name": name, "resourceVersion": str(rv),
+                         "labels": labels}}
+
+
+def test_a_write_marks_the_buckets_of_its_old_and_new_object_and_no_other():
+    from informer_core.store import LABEL_INDEX, NAMESPACE_INDEX
+
+    indexer = _labelled_indexer()
+    store = indexer.thread_safe_store
+    indexer.add(_pod("a", "web-1", 1, app="web"))
+    indexer.add(_pod("b", "db-1", 2, app="db"))
+    tick = store.tick
+    indexer.update(_pod("b", "db-1", 3, app="db"))  # the bytes change, not the labels
+    assert store.unchanged_since(tick, LABEL_INDEX, ["app=web"])
+    assert store.unchanged_since(tick, NAMESPACE_INDEX, ["a"])
+    assert not store.unchanged_since(tick, LABEL_INDEX, ["app=db"])
+    assert not store.unchanged_since(tick, NAMESPACE_INDEX, ["b"])
+    assert not store.unchanged_since(tick)  # the whole store did change
+    tick = store.tick
+    indexer.update(_pod("b", "db-1", 4, app="web"))  # moved into app=web
+    assert not store.unchanged_since(tick, LABEL_INDEX, ["app=web"])
+    assert not store.unchanged_since(tick, LABEL_INDEX, ["app=db"])
+    tick = store.tick
+    indexer.delete(_pod("a", "web-1", 1, app="web"))
+    assert not store.unchanged_since(tick, LABEL_INDEX, ["app=web"])
+    assert store.unchanged_since(tick, LABEL_INDEX, ["app=db"])
+    tick = store.tick
+    indexer.replace([_pod("a", "web-1", 5, app="web")], "5")
+    assert not store.unchanged_since(tick, LABEL_INDEX, ["app=nothing"])
+
+
+def test_a_value_never_seen_before_is_marked_when_its_first_object_comes():
+    from informer_core.store import LABEL_INDEX
+
+    indexer = _labelled_indexer()
+    store = indexer.thread_safe_store
+    indexer.add(_pod("a", "x", 1, app="web"))
+    tick = store.tick
+    assert store.unchanged_since(tick, LABEL_INDEX, ["app=new"])  # an empty answer, kept
+    indexer.add(_pod("a", "y", 2, app="new"))
+    assert not store.unchanged_since(tick, LABEL_INDEX, ["app=new"])
+
+
+def test_the_marks_of_gone_values_stay_within_twice_the_index():
+    """Each pod of a StatefulSet has a label of its own: their deletions must not grow the
+    marks for good, and dropping the marks of gone values changes every answer's mark."""
+    from informer_core.store import LABEL_INDEX
+
+    indexer = _labelled_indexer()
+    store = indexer.thread_safe_store
+    indexer.add(_pod("a", "stays", 0, app="web"))
+    kept_at = store.tick
+    for n in range(3000):
+        indexer.add(_pod("a", f"p-{n}", n + 1, pod=f"p-{n}"))
+        indexer.delete(_pod("a", f"p-{n}", n + 1, pod=f"p-{n}"))
+    assert len(store._touched[LABEL_INDEX]) <= 2 * len(store.list_index_func_values(LABEL_INDEX)) + 1025
+    assert not store.unchanged_since(kept_at, LABEL_INDEX, ["app=web"])  # conservative
+    tick = store.tick
+    assert store.unchanged_since(tick, LABEL_INDEX, ["app=web"])
+
+
+def test_what_is_kept_while_unchanged_always_equals_a_fresh_read():
+    """Random writes (adds, changes, relabels, moves, deletions) over a few namespaces and
+    labels; an answer kept after each read is checked after every later write: whenever
+    its buckets say unchanged, reading again gives exactly what was kept."""
+    import random
+
+    from app.query.selection import Selection
+    from informer_core.labels import parse_selector
+
+    rng = random.Random(7)
+    indexer = _labelled_indexer()
+    store = indexer.thread_safe_store
+    selections = [Selection(ns, parse_selector(text) if text else None)
+                  for ns in (None, "a", "b") for text in ("", "app=web", "app in (web,db)",
+                                                          "app=web,tier!=front", "tier=back")]
+    kept: list[tuple[Selection, int, tuple, list]] = []
+    version = 0
+    checked = 0
+    for _ in range(1500):
+        version += 1
+        namespace, name = rng.choice("abc"), f"o-{rng.randrange(12)}"
+        labels = {k: v for k, v in (("app", rng.choice(["web", "db", "job"])),
+                                    ("tier", rng.choice(["front", "back"]))) if rng.random() < 0.8}
+        if rng.random() < 0.25:
+            indexer.delete(_pod(namespace, name, version))
+        else:
+            indexer.update(_pod(namespace, name, version, **labels))
+        for selection, tick, read_from, objects in kept:
+            if store.unchanged_since(tick, *read_from):
+                assert [(o.key, o.resource_version) for o in selection.select(indexer, True)] \
+                    == objects
+                checked += 1
+        selection = rng.choice(selections)
+        tick = store.tick
+        objects = [(o.key, o.resource_version) for o in selection.select(indexer, True)]
+        kept.append((selection, tick, selection.read_from(indexer), objects))
+        kept = kept[-30:]
+    assert checked > 1000  # most kept answers outlive many writes elsewhere
