@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from app.bridge import HubHandler, call_on_loop, run_blocking
 from app.cache.kept_lists import KeptLists
+from app.cache.tagged_copies import TaggedCopies
 from app.query.budget import QueryMemory
 from app.query.engine import QueryEngine
 from app.cache.hub import EventHub
@@ -62,6 +63,7 @@ class ResourceCache:
     last_used: float = field(default_factory=time.monotonic)
     queries: QueryEngine = field(default_factory=QueryEngine)  # kept values, results and answers
     lists: KeptLists = field(default_factory=lambda: KeptLists(QueryMemory()))  # kept answers
+    tagged: TaggedCopies = field(default_factory=lambda: TaggedCopies(QueryMemory()))  # merged
 
     @property
     def indexer(self) -> Indexer:
@@ -392,6 +394,7 @@ class ClusterCache:
         if old is not None:
             old.hub.close_all()
             old.lists.clear()
+            old.tagged.clear()
         generic = await run_blocking(self.factory.for_resource, resource.gvr)
         hub = EventHub(self.settings.event_ring_size)
         synced = self._syncing[resource.gvr] = loop.create_future()
@@ -407,7 +410,8 @@ class ClusterCache:
             self._syncing.pop(resource.gvr, None)
         hub.mark_ready()
         entry = ResourceCache(resource, generic, hub, registration, printer,
-                              queries=QueryEngine(self.memory), lists=KeptLists(self.memory))
+                              queries=QueryEngine(self.memory), lists=KeptLists(self.memory),
+                              tagged=TaggedCopies(self.memory))
         self._entries[resource.gvr] = entry
         log.info("cache of %s ready: %d objects at resourceVersion %s", resource.gvr,
                  len(hub.view), hub.rv)
@@ -438,6 +442,7 @@ class ClusterCache:
         entry = self._entries.pop(gvr, None)
         if entry is not None:
             entry.lists.clear()
+            entry.tagged.clear()
             named = f"{gvr.resource}.{gvr.group}" if gvr.group else gvr.resource
             entry.hub.close_all(not_found(
                 f"the resource {named} went away from the API server (its "

@@ -40,7 +40,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from app.auth.client_certs import PEER_USER, user_of
 from app.auth.handshake import verified
-from app.http.head_with_body import HeadWithBody
+from app.kube.envelope import HeadWithBody
 from app.streams.wire import CYCLE_KEY
 
 __all__ = ["GuardedProtocol", "StreamLimiter", "guarded_protocol"]

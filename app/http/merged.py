@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import heapq
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -262,13 +263,22 @@ async def merged_endpoint(request: Request) -> Response:
                 queries.projection(query.fields_text, query.fields_paths), [obj])
             projected.append(tagged(item, cluster))
         return ListBody(head, projected, _TAIL, headers)
-    # tagged as the client takes them: one slice of copies at a time, never all of them
-    return MadeListBody(head, page, _tagged_slice, _TAIL, headers,
+    # tagged as the client takes them, one slice at a time; each copy kept while its object
+    # is unchanged (app.cache.tagged_copies)
+    copies = {p.cluster.name: p.entry.tagged for p in parts}
+
+    def tagged_slice(items: Sequence[tuple[tuple, str, EncodedObject]]) -> list[bytes]:
+        made: list[bytes] = []
+        for cluster, run in itertools.groupby(items, key=_cluster_of):
+            made += copies[cluster].of((obj for _, _, obj in run), cluster, tagged)
+        return made
+
+    return MadeListBody(head, page, tagged_slice, _TAIL, headers,
                         gzip="gzip" in request.headers.get("accept-encoding", ""))
 
 
-def _tagged_slice(items: Sequence[tuple[tuple, str, EncodedObject]]) -> list[bytes]:
-    return [tagged(obj.raw, cluster) for _, cluster, obj in items]
+def _cluster_of(item: tuple[tuple, str, EncodedObject]) -> str:
+    return item[1]
 
 
 async def _stream(request: Request, gateway: Any, target: Any, query: Query, accept: Any,

@@ -153,11 +153,22 @@ def _and_name(query: Query, name: str) -> FieldSelector:
     return FieldSelector(query.fields.terms + (Term("metadata.name", name),))
 
 
+_DIGESTS: dict[tuple, str] = {}  # what an ETag names besides the version, per request shape
+_DIGESTS_KEPT = 4096
+
+
 def _etag(request: Request, entry: ResourceCache, accept: Accept, selection: Selection) -> str:
-    digest = hashlib.blake2b(
-        f"{request.scope['path']}?{request.scope.get('query_string', b'').decode('latin-1')}"
-        f"|{accept.kind}{accept.table_version}{accept.as_kind}|{selection.partition}".encode(),
-        digest_size=8).hexdigest()
+    scope = request.scope
+    shape = (scope["path"], scope.get("query_string", b""), accept.kind, accept.table_version,
+             accept.as_kind, selection.partition)
+    digest = _DIGESTS.get(shape)
+    if digest is None:
+        digest = hashlib.blake2b(
+            f"{shape[0]}?{shape[1].decode('latin-1')}|{accept.kind}{accept.table_version}"
+            f"{accept.as_kind}|{selection.partition}".encode(), digest_size=8).hexdigest()
+        if len(_DIGESTS) >= _DIGESTS_KEPT:  # hostile variety must not grow memory
+            _DIGESTS.clear()
+        _DIGESTS[shape] = digest
     return f'"{entry.hub.id}-{entry.resource_version()}-{digest}"'
 
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 import app.http.limits as limits
-from app.http.head_with_body import HeadWithBody
+from app.kube.envelope import HeadWithBody
 from control_plane.fake import FakeCluster
 from tests.app.conftest import run_gateway
 
