@@ -47,6 +47,17 @@ def _query_ratios(q: dict, name: str, conns: int, side: str) -> tuple[float, flo
             _median(rows, "requests_per_second") / _median(base, "requests_per_second"))
 
 
+# the share of the floor's requests a second each query must reach with one worker at eight
+# connections: label and namespace lists do the most work per byte, single objects the
+# least bytes per request, a whole list is nearly all bytes
+_FLOOR_SHARE = {("Q1", "HTTP"): 0.60, ("Q2", "HTTP"): 0.60, ("Q3", "HTTP"): 0.60,
+                ("Q4", "HTTP"): 0.75, ("Q5", "HTTP"): 0.90,
+                **{(f"Q{n}", "HTTPS"): 0.75 for n in range(1, 6)}}
+_OWN_CPU_US = 2.0  # the gateway's CPU per delivery above the floor's
+_KIB_PER_SUBSCRIBER = 8
+_MERGED_TIME, _MERGED_ALLOCATED = 1.3, 2.0  # a merged list against one cluster's of its size
+
+
 def targets(results: dict) -> list[tuple[str, str, bool]]:
     """Each target of the performance design: (target, what was measured, met)."""
     rows: list[tuple[str, str, bool]] = []
@@ -83,9 +94,14 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
                     if not floor or not gw:
                         continue
                     share = _median(gw, "requests_per_second") / _median(floor, "requests_per_second")
-                    rows.append((f"{query.name} ≥ 75 % of the floor's req/s ({scheme}, {workers_} "
-                                 f"worker{'s' if workers_ > 1 else ''}, 8 conn)", f"{share:.0%}",
-                                 share >= 0.75))
+                    least = _FLOOR_SHARE.get((query.name, scheme)) if workers_ == 1 else None
+                    where = (f"{scheme}, {workers_} worker{'s' if workers_ > 1 else ''}, 8 conn")
+                    if least is None:  # two workers: reported beside the targets of one
+                        rows.append((f"{query.name}: the floor's req/s reached ({where}; reported)",
+                                     f"{share:.0%}", True))
+                    else:
+                        rows.append((f"{query.name} ≥ {least:.0%} of the floor's req/s ({where})",
+                                     f"{share:.0%}", share >= least))
     if "authz" in results:
         for (name, conns), ratio in authz.ratios(results["authz"]).items():
             rows.append((f"{name} with --authz kubernetes ≥ 0.9× the req/s of none ({conns} conn)",
@@ -110,24 +126,47 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
             rows.append((f"fan-out {scenario} ({side}): p99 no worse than the apiserver's, 0 lost",
                          f"{sse['p99_ms']:.1f} vs {watch['p99_ms']:.1f} ms, {sse['lost']} lost",
                          sse["p99_ms"] <= watch["p99_ms"] and sse["lost"] == 0))
-            if "×" not in side and "gateway_cpu_us_per_delivery" in sse:
-                rows.append((f"fan-out {scenario} ({side}): gateway CPU ≤ 5 µs per delivery",
-                             _above_floor(sse, sides.get(fanout.FLOOR_SIDE),
-                                          results.get("send_cost", {}).get(scenario)),
-                             sse["gateway_cpu_us_per_delivery"] <= 5))
+            floor = sides.get(fanout.FLOOR_SIDE)
+            if "×" not in side and "gateway_cpu_us_per_delivery" in sse and floor \
+                    and "gateway_cpu_us_per_delivery" in floor:
+                own = sse["gateway_cpu_us_per_delivery"] - floor["gateway_cpu_us_per_delivery"]
+                rows.append((f"fan-out {scenario} ({side}): the gateway's own CPU ≤ "
+                             f"{_OWN_CPU_US:g} µs per delivery above the floor's",
+                             _above_floor(sse, floor, results.get("send_cost", {}).get(scenario)),
+                             own <= _OWN_CPU_US))
     for count, row in results.get("scale", {}).get("subscribers", {}).items():
         sse, watch = row["gateway"], row["apiserver"]
-        rows.append((f"{int(count):,} subscribers × {results['scale']['rate']:g}/s on one worker: "
-                     "0 lost (p99, memory reported)",
-                     f"p99 {sse['p99_ms']:.1f} ms (the apiserver's {watch['p99_ms']:.1f}), "
-                     f"{sse['lost']} lost, {sse['rss_per_subscriber_kib']:.1f} KiB each",
-                     sse["lost"] == 0))
+        measured = (f"p99 {sse['p99_ms']:.1f} ms (the apiserver's {watch['p99_ms']:.1f}), "
+                    f"{sse['lost']} lost, {sse['rss_per_subscriber_kib']:.1f} KiB each")
+        if int(count) == 5000:
+            rows.append((f"5,000 subscribers × {results['scale']['rate']:g}/s on one worker: p99 ≤ "
+                         f"the apiserver's, 0 lost, ≤ {_KIB_PER_SUBSCRIBER} KiB each", measured,
+                         sse["p99_ms"] <= watch["p99_ms"] and sse["lost"] == 0
+                         and sse["rss_per_subscriber_kib"] <= _KIB_PER_SUBSCRIBER))
+        else:
+            rows.append((f"{int(count):,} subscribers × {results['scale']['rate']:g}/s on one worker: "
+                         "0 lost (p99, memory reported)", measured, sse["lost"] == 0))
         if "gateway_cpu_us_per_delivery" in sse:
-            rows.append((f"{int(count):,} subscribers: gateway CPU ≤ 5 µs per delivery",
+            rows.append((f"{int(count):,} subscribers: gateway CPU per delivery (reported)",
                          f"{sse['gateway_cpu_us_per_delivery']} µs (user "
                          f"{sse.get('gateway_user_us_per_delivery', '—')}; the apiserver's "
-                         f"watchers {watch.get('apiserver_cpu_us_per_delivery', '—')})",
-                         sse["gateway_cpu_us_per_delivery"] <= 5))
+                         f"watchers {watch.get('apiserver_cpu_us_per_delivery', '—')})", True))
+    answers = results.get("merged", {}).get("answers", {})
+    for encoding in ("identity", "gzip"):
+        mixed, one = answers.get(f"merged {encoding}"), answers.get(f"one {encoding}")
+        if not mixed or not one:
+            continue
+        slower = mixed["p50_ms"] / one["p50_ms"]
+        rows.append((f"merged list 3 × {results['merged']['pods']:,} within {_MERGED_TIME:g}× "
+                     f"one cluster's {3 * results['merged']['pods']:,} ({encoding}, p50)",
+                     f"{slower:.2f}× ({mixed['p50_ms']:.0f} against {one['p50_ms']:.0f} ms)",
+                     slower <= _MERGED_TIME))
+        if "allocated_mib" in mixed and "allocated_mib" in one:
+            more = mixed["allocated_mib"] / max(one["allocated_mib"], 0.01)
+            rows.append((f"merged list: allocated per answer within {_MERGED_ALLOCATED:g}× one "
+                         f"cluster's ({encoding})",
+                         f"{more:.2f}× ({mixed['allocated_mib']:.2f} against "
+                         f"{one['allocated_mib']:.2f} MiB)", more <= _MERGED_ALLOCATED))
     for name, row in results.get("dashboard", {}).get("queries", {}).items():
         rows.append((f"dashboard {name}: ≤ 5 ms p50 once warm", f"{row['p50_ms']:.2f} ms",
                      row["p50_ms"] <= 5))
