@@ -10,9 +10,9 @@ and the store's write mark when it was read; an ask while no object under those 
 was written since (``ThreadSafeStore.unchanged_since``) is answered with the kept bytes,
 only the envelope's ``resourceVersion`` made new — nothing selected, sorted or joined.
 
-A plain-HTTP label list at eight connections served 41 % of the floor's rate (the same
-bytes from a bare ASGI app) with its selection and join per ask; kept, see
-``docs/benchmarks.md``.
+A label list over plain HTTP at eight connections served 34 % of the floor's rate (the
+same bytes from a bare ASGI app) with its selection and join per ask, 57 % kept and written
+in one piece (``docs/benchmarks.md``, 2026-11-28; ``bench/notes.md`` says what is left).
 
 Memory: every kept answer is charged to the process's query budget
 (``app.query.budget``), least recently used first out, with the dashboards' columns and
