@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test setup binaries bench soak soak-token manifests image node clean
+.PHONY: demo test setup binaries bench bench-scale soak soak-token manifests image node clean
 
 demo: setup binaries
 	$(VENV)/bin/kube-cache-gateway demo
@@ -35,6 +35,14 @@ bench: setup binaries
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,bench]'
 	$(PY) -m control_plane.binaries --test-tools
 	$(PY) -m bench --out docs/benchmarks.md --json docs/benchmarks.json
+
+# The cost table up to 150,000 Pods (the Kubernetes scalability limit per cluster), on an API
+# server of its own; writes docs/scale.json and renders it into docs/benchmarks.md (~15 min).
+bench-scale: setup binaries
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,bench]'
+	$(PY) -m control_plane.binaries --test-tools
+	$(PY) -m bench.scale --pods 1000,10000,50000,150000 --subscribers none --json docs/scale.json
+	$(PY) -m bench --render docs/benchmarks.json --out docs/benchmarks.md
 
 # Ten minutes of 200 clients while objects churn; writes docs/soak.json and docs/soak.png
 # (the suite runs a two-minute form: tests/system/test_soak.py).

@@ -31,6 +31,7 @@ from app.auth.authorization import credentials_of
 from app.auth.policy import ResourcePolicy
 from app.auth.review_budget import AccessBudget
 from app.bridge import run_blocking
+from app.cache.kept_lists import KeptLists
 from app.clusters.cluster import Cluster
 from app.clusters.config import ClusterSpec, default_of
 from app.clusters.connect import why_not_connected
@@ -38,6 +39,7 @@ from app.http.context import context_of
 from app.http.limits import StreamLimiter
 from app.http.metrics import Metrics
 from app.kube.status import StatusError, not_found
+from app.process.heap import SettledHeap
 from app.process.peers import Peers, merge_expositions
 from app.query.budget import MIN_LIMIT, QueryMemory
 from app.settings import Settings
@@ -63,6 +65,8 @@ class Gateway:
                  memory: QueryMemory | None = None) -> None:
         self.settings = settings
         self.query_memory = memory if memory is not None else QueryMemory()
+        # merged lists' answers kept whole (app.http.merged), in the same budget
+        self.merged_lists = KeptLists(self.query_memory)
         self.clusters: dict[str, Cluster] = {c.name: c for c in clusters}
         defaults = [c for c in self.clusters.values() if c.default]
         if self.clusters and len(defaults) != 1:
@@ -109,6 +113,9 @@ class Gateway:
         self.clusters_changed: set[asyncio.Event] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
         self._sizing: asyncio.Task | None = None
+        limiter = self.limiter
+        self.heap = SettledHeap(lambda: (limiter.opened, limiter.closed))
+        self._settling: asyncio.Task | None = None
 
     @property
     def default(self) -> Cluster | None:
@@ -213,6 +220,7 @@ class Gateway:
             await self.peers.start()
         for cluster in self.clusters.values():
             await cluster.start()
+        self._settling = asyncio.create_task(self.heap.run())
         if not self.settings.query_memory_bytes:
             self._sizing = asyncio.create_task(self._size_query_memory())
         if self._unconnected and self._retrying is None:
@@ -369,6 +377,7 @@ class Gateway:
 
     def _changed(self) -> None:
         self.clusters_version += 1
+        self.merged_lists.clear()  # what they were read from may be gone
         for wakeup in self.clusters_changed:
             wakeup.set()
 
@@ -416,6 +425,9 @@ class Gateway:
     async def stop(self) -> None:
         if self._sizing is not None:
             self._sizing.cancel()
+        if self._settling is not None:
+            self._settling.cancel()
+            await asyncio.gather(self._settling, return_exceptions=True)
         if self._retrying is not None:
             self._retrying.cancel()
         self.begin_shutdown()

@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
                              "(after editing bench/notes.md)")
     args = parser.parse_args(argv)
     if args.render is not None:
-        args.out.write_text(render(json.loads(args.render.read_text())))
+        args.out.write_text(render(_with_large_scale(json.loads(args.render.read_text()),
+                                                     args.out)))
         print(f"wrote {args.out}")
         return 0
     size = dict(pods=10_000, configmaps=1_000, sync_rounds=3, query_seconds=5.0, query_rounds=2,
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
                 fan_seconds=60.0, settle=25.0, send_seconds=10.0, workers_seconds=60.0,
                 workers_rate=50.0,
                 merged_rounds=15, clients_rounds=5, scale_pods=(1_000, 10_000, 50_000),
-                scale_subscribers=(100, 1_000, 5_000), scale_seconds=30.0)
+                scale_subscribers=(100, 1_000, 5_000, 10_000), scale_seconds=30.0)
     if args.quick:
         size = dict(pods=200, configmaps=20, sync_rounds=1, query_seconds=1.0, query_rounds=1,
                     authz_rounds=1, authz_requests=500, subscribers=10, rate=5.0,
@@ -99,11 +100,19 @@ def main(argv: list[str] | None = None) -> int:
                                  query_seconds=size["query_seconds"])
     results["seconds"] = round(time.monotonic() - started)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(render(results))
+    args.out.write_text(render(_with_large_scale(results, args.out)))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     print(f"wrote {args.out} ({results['seconds']} s)")
     return 0
+
+
+def _with_large_scale(results: dict, out: Path) -> dict:
+    """The results with ``make bench-scale``'s (``scale.json`` beside ``out``), if it ran."""
+    large = out.parent / "scale.json"
+    if large.exists():
+        return {**results, "scale_large": json.loads(large.read_text())}
+    return results
 
 
 if __name__ == "__main__":

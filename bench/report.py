@@ -26,7 +26,7 @@ _NOTES = Path(__file__).with_name("notes.md")
 def _machine() -> str:
     model = ""
     try:
-        for line in open("/proc/cpuinfo"):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
@@ -55,6 +55,8 @@ _FLOOR_SHARE = {("Q1", "HTTP"): 0.60, ("Q2", "HTTP"): 0.60, ("Q3", "HTTP"): 0.60
                 **{(f"Q{n}", "HTTPS"): 0.75 for n in range(1, 6)}}
 _OWN_CPU_US = 2.0  # the gateway's CPU per delivery above the floor's
 _KIB_PER_SUBSCRIBER = 8
+_RSS_PER_OBJECT = 1.7  # RSS per cached object against its stripped JSON, at 150,000 Pods
+_Q1_FLAT = 1.5  # Q1 p50 at the largest size against the smallest: "flat"
 _MERGED_TIME, _MERGED_ALLOCATED = 1.3, 2.0  # a merged list against one cluster's of its size
 
 
@@ -151,6 +153,26 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
                          f"{sse['gateway_cpu_us_per_delivery']} µs (user "
                          f"{sse.get('gateway_user_us_per_delivery', '—')}; the apiserver's "
                          f"watchers {watch.get('apiserver_cpu_us_per_delivery', '—')})", True))
+    large = results.get("scale_large", {}).get("objects", {})
+    if large:
+        sizes = sorted(large.values(), key=lambda row: row["pods"])
+        top, least = sizes[-1], sizes[0]
+        growth = top["rss_per_object"] / top["stripped_per_object"]
+        rows.append((f"{top['pods']:,} Pods: RSS per object ≤ {_RSS_PER_OBJECT:g}× the stripped "
+                     "JSON (make bench-scale)", f"{growth:.2f}× ({top['rss_per_object'] / 1024:.1f} "
+                     f"against {top['stripped_per_object'] / 1024:.1f} KiB)",
+                     growth <= _RSS_PER_OBJECT))
+        flat = top["q1_gateway"]["p50_ms"] / least["q1_gateway"]["p50_ms"]
+        rows.append((f"{top['pods']:,} Pods: Q1 p50 flat (≤ {_Q1_FLAT:g}× the {least['pods']:,} "
+                     "Pods' figure)", f"{flat:.2f}× ({top['q1_gateway']['p50_ms']:.2f} against "
+                     f"{least['q1_gateway']['p50_ms']:.2f} ms; the API server's "
+                     f"{top['q1_apiserver']['p50_ms']:.2f} ms)", flat <= _Q1_FLAT))
+        rows.append((f"{top['pods']:,} Pods: initial sync, Q5, a dashboard's refresh (reported)",
+                     f"sync {top['sync_seconds']:.1f} s (raw transfer {top['raw_seconds']:.1f} s); "
+                     f"Q5 {top['q5_gateway']['requests_per_second'] * top['pods']:,.0f} against "
+                     f"{top['q5_apiserver']['requests_per_second'] * top['pods']:,.0f} objects/s; "
+                     f"refresh {top['refresh_ms']:.0f} against {top['q5_apiserver']['p50_ms']:.0f} "
+                     "ms", True))
     answers = results.get("merged", {}).get("answers", {})
     for encoding in ("identity", "gzip"):
         mixed, one = answers.get(f"merged {encoding}"), answers.get(f"one {encoding}")
@@ -321,6 +343,15 @@ with its subscribers gives memory per subscriber.
 """
 
 
+_SCALE_LARGE = """\
+### To 150,000 Pods (`make bench-scale`)
+
+The Kubernetes scalability limit is 150,000 Pods per cluster. The same table, the same
+way, to that size: seeding 150,000 Pods takes minutes, so it is a run of its own
+(`make bench-scale`: `{command}`, {date}), not part of every `make bench`.
+"""
+
+
 _WORKERS = """\
 ## What `--workers N` costs the pod and the API server
 
@@ -420,6 +451,11 @@ def render(results: dict) -> str:
                          f"`{s['command']}`.\n")
         parts.append(scale.objects_table(s) + "\n")
         parts.append(scale.subscribers_table(s) + "\n")
+    if "scale_large" in results:  # make bench-scale: a run of its own
+        s = results["scale_large"]
+        parts.append(_SCALE_LARGE.format(command=s.get("command", "python -m bench.scale"),
+                                         date=s.get("date", "")))
+        parts.append(scale.objects_table(s) + "\n")
     if "workers" in results:
         w = results["workers"]
         parts.append(_WORKERS.format(pods=w["pods"], seconds=w["seconds"], rate=w["rate"]))

@@ -1,7 +1,11 @@
 """How cost grows: objects 1,000 / 10,000 / 50,000, and subscribers 100 / 1,000 / 5,000.
 
-    .venv/bin/python -m bench.scale [--pods 1000,10000,50000] [--subscribers 100,1000,5000]
+    .venv/bin/python -m bench.scale [--pods 1000,10000,50000] [--subscribers 100,1000,5000|none]
                                     [--json FILE]
+
+``make bench-scale`` runs it to 150,000 Pods, the Kubernetes scalability limit per
+cluster (no subscribers: ``make bench`` has them), into ``docs/scale.json``, which
+``python -m bench`` renders beside its own scale table.
 
 One API server of its own, filled in steps with Pods of the benchmark's shape
 (``bench.seed``), each also labelled ``group=g-<i // 100>`` so that one label
@@ -223,6 +227,9 @@ def subscribers_table(results: dict) -> str:
 
 
 def _counts(text: str) -> tuple[int, ...]:
+    """``1000,10000``; ``none``: no such step."""
+    if text.strip() == "none":
+        return ()
     return tuple(int(part) for part in text.split(","))
 
 
@@ -237,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     results = run(args.pods, args.subscribers, fan_seconds=args.seconds)
     results["command"] = "python -m bench.scale " + " ".join(argv if argv is not None
                                                                else sys.argv[1:])
+    results["date"] = time.strftime("%Y-%m-%d")
     print(objects_table(results))
     print(subscribers_table(results))
     if args.json:

@@ -16,9 +16,11 @@ from informer_core.errors import NotFoundError
 from informer_core.labels import Operator, Selector, everything
 from informer_core.store import LABEL_INDEX, NAMESPACE_INDEX, Indexer, object_key
 
-__all__ = ["GenericLister", "GenericNamespaceLister", "NotFoundError", "select_encoded"]
+__all__ = ["POSITIVE", "GenericLister", "GenericNamespaceLister", "NotFoundError",
+           "select_encoded"]
 
-_POSITIVE = (Operator.IN, Operator.EQUALS, Operator.DOUBLE_EQUALS)
+# The operators a label index can answer: each names the values an object must have.
+POSITIVE = (Operator.IN, Operator.EQUALS, Operator.DOUBLE_EQUALS)
 
 
 def select_encoded(indexer: Indexer, selector: Selector | None = None,
@@ -36,7 +38,7 @@ def select_encoded(indexer: Indexer, selector: Selector | None = None,
         candidates = set(store.index_keys(NAMESPACE_INDEX, namespace))
         if not candidates:
             return []
-    positive = [r for r in selector.requirements if r.operator in _POSITIVE]
+    positive = [r for r in selector.requirements if r.operator in POSITIVE]
     requirements = selector.requirements
     if positive and store.has_index(LABEL_INDEX):
         def cost(requirement: Any) -> int:

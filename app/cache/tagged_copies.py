@@ -33,7 +33,6 @@ class TaggedCopies:
     def __init__(self, memory: QueryMemory) -> None:
         self.memory = memory
         self._kept: dict[str, tuple[EncodedObject, bytes]] = {}
-        self._bytes = 0
         self.made = 0  # copies made (the rest of those asked for were kept ones)
 
     def of(self, objects: Iterable[EncodedObject], cluster: str,
@@ -54,14 +53,12 @@ class TaggedCopies:
             grown += len(copy) + _OVERHEAD - (len(found[1]) + _OVERHEAD if found else 0)
             copies.append(copy)
         if grown:
-            self._bytes += grown
             self.memory.charge(("tagged", id(self)), grown, self._dropped)
         return copies
 
     def _dropped(self) -> None:
         """The budget let every copy go."""
         self._kept = {}
-        self._bytes = 0
 
     def clear(self) -> None:
         """Let every copy go (the cache's end)."""

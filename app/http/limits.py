@@ -53,6 +53,8 @@ class StreamLimiter:
         self.max_total = max_total
         self.max_per_client = max_per_client
         self.open = 0
+        self.opened = 0  # ever: with ``closed``, what tells that streams settled (app.process.heap)
+        self.closed = 0
         self._by_client: Counter[str] = Counter()
 
     def acquire(self, client: str) -> str | None:
@@ -62,11 +64,13 @@ class StreamLimiter:
         if self._by_client[client] >= self.max_per_client:
             return f"at most {self.max_per_client} streams per client address"
         self.open += 1
+        self.opened += 1
         self._by_client[client] += 1
         return None
 
     def release(self, client: str) -> None:
         self.open -= 1
+        self.closed += 1
         self._by_client[client] -= 1
         if self._by_client[client] <= 0:
             del self._by_client[client]

@@ -26,15 +26,22 @@ The list's ``metadata.resourceVersion`` is an opaque token naming each cluster's
 its sort place), never an offset: the next page starts after that place in the clusters'
 order as it is then, so an object that lasts the whole walk is returned exactly once,
 however the clusters churn.
+
+A plain list (JSON, no dashboard query) is kept whole while no cluster read wrote under
+its buckets (``app.cache.kept_lists``), keyed by the clusters that authorized the caller
+and the caller's namespaces in each: asked again, the kept bytes with the token renewed.
+Each cluster still reviews the caller first, as for every merged read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import dataclasses
 import heapq
 import itertools
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -48,7 +55,9 @@ from app.cache.requested_version import check_list_options, fresh_enough
 from app.clusters.merging import (CLUSTER_ANNOTATION, decode_versions, encode_versions, tagged,
                                   tagged_dict)
 from app.http.resources import check_scope, select_consistent
-from app.kube.envelope import ListBody, MadeListBody, list_metadata
+from app.cache.kept_lists import KeptList, KeptLists
+from app.kube.envelope import (LIST_TAIL, KeptBody, ListBody, MadeListBody, joined, list_length,
+                               list_metadata)
 from app.cache.metadata_only import check_read
 from app.kube.partial import answer_type, partial, wrong_form
 from app.kube.request import (Query, decode_continue, encode_continue, negotiate, parse_path,
@@ -62,7 +71,8 @@ from informer_core.encoded import EncodedObject
 __all__ = ["merged_endpoint"]
 
 _ANNOTATION_PATH = f"metadata.annotations[{CLUSTER_ANNOTATION}]"
-_TAIL = b"]}"
+_TAIL = LIST_TAIL
+_GZIP_ABOVE = 128 * 1024  # as on a cluster's own path: smaller answers go out uncompressed
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -127,12 +137,14 @@ async def reach(scope: dict, gateway: Any, cluster: Any, target: Any, verb: str,
 class _Part:
     """One cluster's share of a merged list."""
 
-    __slots__ = ("cluster", "entry", "objects", "places", "version", "summary")
+    __slots__ = ("cluster", "entry", "objects", "places", "version", "summary", "from_store")
 
     def __init__(self, cluster: Any, entry: Any, objects: list[EncodedObject],
-                 places: Sequence[tuple] | None, version: str, summary: bytes | None) -> None:
+                 places: Sequence[tuple] | None, version: str, summary: bytes | None,
+                 from_store: bool) -> None:
         self.cluster, self.entry, self.objects = cluster, entry, objects
         self.places, self.version, self.summary = places, version, summary
+        self.from_store = from_store  # read from the indexer at its version (not the hub's)
 
 
 def _read_check(accept: Any, query: Query) -> Callable[[Any, Any], None]:
@@ -173,22 +185,26 @@ async def merged_endpoint(request: Request) -> Response:
                              warnings)
     clusters = _chosen(gateway, names)
     ages: list[int] = []  # of the answers of clusters whose caches are not following
+    gzip = "gzip" in request.headers.get("accept-encoding", "")
 
-    async def part_of(cluster: Any) -> _Part | None | StatusError:
+    async def share_of(cluster: Any) -> _Share | None | StatusError:
         reached = await reach(request.scope, gateway, cluster, target, "list", warnings,
                               check=_read_check(accept, query))
         if not isinstance(reached, Reached):
             return reached
-        entry, grant = reached.entry, reached.grant
-        since = cluster.caches.stale_since(entry)
+        since = cluster.caches.stale_since(reached.entry)
         if since is not None:  # named, as on the cluster's own path (``staleness_headers``)
-            age, text = staleness(entry.resource.resource, since, cluster=cluster.name)
+            age, text = staleness(reached.entry.resource.resource, since, cluster=cluster.name)
             warnings.append(text)
             ages.append(age)
-        selection = Selection(target.namespace, query.labels, query.fields, grant.namespaces,
-                              query.filters)
+        return _Share(reached, Selection(target.namespace, query.labels, query.fields,
+                                         reached.grant.namespaces, query.filters))
+
+    async def part_of(share: _Share) -> _Part:
+        cluster, entry, selection = share.reached.cluster, share.reached.entry, share.selection
         dashboard = bool(query.view_text)
-        objects, version, _ = await select_consistent(entry, selection, filtered=not dashboard)
+        objects, version, from_store = await select_consistent(entry, selection,
+                                                               filtered=not dashboard)
         if asked_version is not None and cluster.name in asked_version:
             # not older than the token's version of this cluster (waited for, as on its path)
             await fresh_enough(entry.hub, dataclasses.replace(
@@ -199,12 +215,12 @@ async def merged_endpoint(request: Request) -> Response:
                            f"{query.field_text}|{query.view_text}|{selection.partition}")
             result = await entry.queries.result(objects, query, fingerprint, version)
             objects, places, summary = result.objects, result.places, result.summary
-        return _Part(cluster, entry, objects, places, version, summary)
+        return _Part(cluster, entry, objects, places, version, summary, from_store)
 
-    answers = await asyncio.gather(*(part_of(c) for c in clusters))
-    parts = [a for a in answers if isinstance(a, _Part)]
-    if not parts:
-        refusals = [a for a in answers if isinstance(a, StatusError)]
+    found = await asyncio.gather(*(share_of(c) for c in clusters))
+    shares = [f for f in found if isinstance(f, _Share)]
+    if not shares:
+        refusals = [f for f in found if isinstance(f, StatusError)]
         absent = names is None and gateway.absent()
         if not refusals and not absent:
             raise not_found(f"no cluster serves the resource of {request.scope['path']}: "
@@ -213,6 +229,21 @@ async def merged_endpoint(request: Request) -> Response:
             raise StatusError(503, "no cluster could be read: " + "; ".join(warnings),
                               "ServiceUnavailable", headers={"Retry-After": "1"})
         raise refusals[0]
+    kept_key = ticks = None
+    if (accept.kind == "json" and not query.view_text and query.summary is None
+            and query.fields_paths is None and asked_version is None and not warnings):
+        # the whole answer kept while no cluster's buckets changed (app.cache.kept_lists);
+        # only now, each cluster having authorized the caller for its share
+        kept_key = (request.scope["path"], query.label_text, query.field_text,
+                    query.continue_key, query.limit,
+                    tuple((s.reached.cluster.name, s.selection.partition) for s in shares))
+        kept = gateway.merged_lists.get(kept_key)
+        if kept is not None and (len(kept.whole) <= _GZIP_ABOVE or not gzip):
+            answer = _kept_merged(gateway.merged_lists, kept_key, kept, shares, accept)
+            if answer is not None:
+                return answer
+        ticks = tuple(s.reached.entry.indexer.thread_safe_store.tick for s in shares)
+    parts = await asyncio.gather(*(part_of(s) for s in shares))
     versions = {p.cluster.name: p.version for p in parts}
     headers = {"Cache-Control": "no-cache, private"}
     if warnings:
@@ -244,16 +275,12 @@ async def merged_endpoint(request: Request) -> Response:
                                   include=query.include_object, resource_version=rv,
                                   continue_token=token, remaining=remaining)
         return Response(body, media_type="application/json", headers=headers)
-    res = first.resource
-    kind, api_version = answer_type(res, accept, listing=True)
-    head = (b'{"apiVersion":' + orjson.dumps(api_version) + b',"kind":'
-            + orjson.dumps(kind) + b',"metadata":'
-            + orjson.dumps(list_metadata(rv, token, remaining)) + b',"items":[')
+    head = _head(first.resource, accept, rv, token, remaining)
     if accept.kind == "meta":  # each item's metadata, tagged, as the client takes them
         version = accept.table_version
         return MadeListBody(head, page, lambda items: [partial(tagged(obj.raw, cluster), version)
                                                        for _, cluster, obj in items],
-                            _TAIL, headers, gzip="gzip" in request.headers.get("accept-encoding", ""))
+                            _TAIL, headers, gzip=gzip)
     if query.fields_paths is not None:
         projected = []
         by_part = {p.cluster.name: p for p in parts}
@@ -273,8 +300,74 @@ async def merged_endpoint(request: Request) -> Response:
             made += copies[cluster].of((obj for _, _, obj in run), cluster, tagged)
         return made
 
-    return MadeListBody(head, page, tagged_slice, _TAIL, headers,
-                        gzip="gzip" in request.headers.get("accept-encoding", ""))
+    if (kept_key is not None and ticks is not None and all(p.from_store for p in parts)
+            and not (gzip and len(page) > MadeListBody.PER_SLICE)):
+        # (a large compressed answer is never sent from a kept one: made as it goes, below)
+        items = tagged_slice(page)
+        length = list_length(head, items, _TAIL)
+        if gzip and length > _GZIP_ABOVE:  # never sent from a kept answer: not kept for it
+            return ListBody(head, items, _TAIL, headers, gzip=True)
+        marks = tuple((weakref.ref(p.entry), tick, *s.selection.read_from(p.entry.indexer))
+                      for p, s, tick in zip(parts, shares, ticks))
+        kept_lists = gateway.merged_lists
+        if kept_lists.worth_keeping(kept_key, length, ticks,
+                                    lambda before: _unchanged(marks, before)):
+            whole = joined(head, items)
+            kept_lists.keep(kept_key, KeptList(0, None, (), rv, whole,
+                                               (len(head), len(whole) - len(_TAIL)),
+                                               token, remaining, marks))
+            return KeptBody((whole,), None)
+        return ListBody(head, items, _TAIL, headers)
+    return MadeListBody(head, page, tagged_slice, _TAIL, headers, gzip=gzip)
+
+
+class _Share:
+    """One cluster's part of a merged read before it is read: where, and what it selects."""
+
+    __slots__ = ("reached", "selection")
+
+    def __init__(self, reached: Reached, selection: Selection) -> None:
+        self.reached, self.selection = reached, selection
+
+
+def _head(resource: Any, accept: Any, rv: str, token: str, remaining: int | None) -> bytes:
+    """A merged JSON list's envelope up to its first item."""
+    kind, api_version = answer_type(resource, accept, listing=True)
+    return (b'{"apiVersion":' + orjson.dumps(api_version) + b',"kind":'
+            + orjson.dumps(kind) + b',"metadata":'
+            + orjson.dumps(list_metadata(rv, token, remaining)) + b',"items":[')
+
+
+def _unchanged(marks: tuple, ticks: tuple[int, ...]) -> bool:
+    """Whether no cluster's buckets of ``marks`` were written since its tick of ``ticks``."""
+    for (ref, _, index, values), tick in zip(marks, ticks):
+        entry = ref()
+        if entry is None or not entry.indexer.thread_safe_store.unchanged_since(
+                tick, index, values):
+            return False
+    return True
+
+
+def _kept_merged(kept_lists: KeptLists, key: tuple, kept: KeptList, shares: list[_Share],
+                 accept: Any) -> KeptBody | None:
+    """The kept merged answer at each cluster's version now, if every cluster read is the
+    same cache and none of its buckets was written since (else ``None``: read them again)."""
+    versions = {}
+    for (ref, tick, index, values), share in zip(kept.marks, shares):
+        entry = share.reached.entry
+        if ref() is not entry:  # reloaded since: another store, other marks
+            return None
+        store = entry.indexer.thread_safe_store
+        unchanged, version = entry.generic.informer().read_consistently(
+            lambda: store.unchanged_since(tick, index, values))  # noqa: B023 (called at once)
+        if not unchanged or not version:
+            return None
+        versions[share.reached.cluster.name] = version
+    kept_lists.hits += 1
+    rv = encode_versions(versions)
+    head = (_head(shares[0].reached.entry.resource, accept, rv, kept.token, kept.remaining)
+            if rv != kept.version else b"")
+    return KeptBody(kept_lists.renewed(key, kept, rv, head), None)
 
 
 def _cluster_of(item: tuple[tuple, str, EncodedObject]) -> str:
@@ -370,10 +463,11 @@ def _chosen(gateway: Any, names: list[str] | None) -> list[Any]:
     return chosen
 
 
-def _ordered(parts: list[_Part], query: Query) -> list[tuple[tuple, str, EncodedObject]]:
+def _ordered(parts: list[_Part],
+             query: Query) -> Sequence[tuple[tuple, str, EncodedObject]]:
     """Every item with its merged place: (place, cluster, object), in the merged order."""
     if query.ordering is None:
-        return [((p.cluster.name, o.key), p.cluster.name, o) for p in parts for o in p.objects]
+        return _InClusterOrder([(p.cluster.name, p.objects) for p in parts])
     ordering = query.ordering
     streams = []
     for p in parts:
@@ -381,6 +475,50 @@ def _ordered(parts: list[_Part], query: Query) -> list[tuple[tuple, str, Encoded
         streams.append([((*place[:-2], name, *place[-2:]), name, o)
                         for place, o in zip(p.places, p.objects)])
     return list(heapq.merge(*streams, key=lambda item: ordering.comparable(item[0])))
+
+
+class _InClusterOrder(Sequence):
+    """The clusters' lists one after the other, each item (place, cluster, object) made as it
+    is read: a merged list of 30,000 items holds no tuple per item, only those of the slice
+    being sent (slices are views: ``[a:b]`` copies nothing)."""
+
+    __slots__ = ("_lists", "_starts", "_start", "_stop")
+
+    def __init__(self, lists: list[tuple[str, list[EncodedObject]]],
+                 start: int = 0, stop: int | None = None) -> None:
+        self._lists = lists
+        self._starts = list(itertools.accumulate((len(objects) for _, objects in lists),
+                                                 initial=0))
+        self._start = start
+        self._stop = self._starts[-1] if stop is None else stop
+
+    def __len__(self) -> int:
+        return self._stop - self._start
+
+    def __getitem__(self, at: Any) -> Any:
+        if isinstance(at, slice):
+            start, stop, step = at.indices(len(self))
+            if step != 1:
+                raise ValueError("a merged list is sliced in order only")
+            return _InClusterOrder(self._lists, self._start + start,
+                                   self._start + max(start, stop))
+        if at < 0:
+            at += len(self)
+        if not 0 <= at < len(self):
+            raise IndexError(at)
+        at += self._start
+        which = bisect.bisect_right(self._starts, at) - 1
+        name, objects = self._lists[which]
+        obj = objects[at - self._starts[which]]
+        return (name, obj.key), name, obj
+
+    def __iter__(self) -> Iterator[tuple[tuple, str, EncodedObject]]:
+        for (name, objects), begins in zip(self._lists, self._starts):
+            ends = begins + len(objects)
+            if ends <= self._start or begins >= self._stop:
+                continue
+            for obj in objects[max(self._start - begins, 0):self._stop - begins]:
+                yield (name, obj.key), name, obj
 
 
 def _place_of(token: str, fingerprint: str) -> list:
@@ -395,8 +533,7 @@ def _place_of(token: str, fingerprint: str) -> list:
 
 def _after(ordered: list[tuple], place: list, query: Query) -> int:
     """The index of the first item after ``place`` (a merged place read back from a token)."""
-    from bisect import bisect_right
-
+    bisect_right = bisect.bisect_right
     if query.ordering is None:
         if len(place) != 2 or not all(isinstance(x, str) for x in place):
             raise bad_request("invalid continue token: it holds no place in this list")

@@ -30,7 +30,8 @@ from app.bridge import run_blocking, run_bulk
 from app.cache.resources import ResourceCache
 from app.query.engine import KEEP_ANSWERS_BELOW
 from app.cache.kept_lists import KeptList
-from app.kube.envelope import JOIN_BELOW, KeptBody, ListBody, StoredBody, list_length, list_metadata
+from app.kube.envelope import (LIST_TAIL, KeptBody, ListBody, StoredBody, joined, list_length,
+                               list_metadata)
 from app.cache.metadata_only import check_read
 from app.kube.partial import answer_type, partial, wrong_form
 from app.cache.requested_version import check_list_options, fresh_enough
@@ -61,7 +62,7 @@ __all__ = ["check_scope", "resource_endpoint", "select_consistent"]
 _READ_METHODS = ("GET", "HEAD")
 _GZIP_ABOVE = 128 * 1024
 _BULK_ABOVE = 100  # objects cut to their metadata off the event loop from this many
-_TAIL = b"]}"
+_TAIL = LIST_TAIL
 
 
 async def resource_endpoint(request: Request) -> Response:
@@ -312,28 +313,29 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
             entry.queries.projection(query.fields_text, query.fields_paths), objects)
     else:
         items = [o.raw for o in objects]
-    if list_key is not None and tick is not None:
+    length = list_length(head, items, _TAIL)
+    compressed = length > _GZIP_ABOVE and _wants_gzip(request)
+    if list_key is not None and tick is not None and not compressed:
+        # (a compressed answer is never sent from a kept one: an uncompressed ask keeps it)
         store = entry.indexer.thread_safe_store
         index, values = selection.read_from(entry.indexer)
-        length = list_length(head, items, _TAIL)
         if entry.lists.worth_keeping(list_key, length, tick,
                                      lambda t: store.unchanged_since(t, index, values)):
-            whole = _joined(head, items)
+            whole = joined(head, items)
             entry.lists.keep(list_key, KeptList(tick, index, values, rv, whole,
                                                 (len(head), len(whole) - len(_TAIL)),
                                                 token, remaining))
-            if length <= _GZIP_ABOVE or not _wants_gzip(request):
-                return KeptBody((whole,), etag)
+            return KeptBody((whole,), etag)
     headers = {"Cache-Control": "no-cache, private", "ETag": etag}
-    if answer_key is not None and list_length(head, items, _TAIL) <= KEEP_ANSWERS_BELOW:
+    if answer_key is not None and length <= KEEP_ANSWERS_BELOW:
         body = head + b",".join(items) + _TAIL
-        if _wants_gzip(request) and len(body) > _GZIP_ABOVE:
+        if compressed:
             response = await _finish(request, body, etag)
         else:
             response = Response(body, media_type="application/json", headers=headers)
         entry.queries.keep_answer(answer_key, rv, response.body, response.headers)
         return response
-    if list_length(head, items, _TAIL) > _GZIP_ABOVE and _wants_gzip(request):
+    if compressed:
         return ListBody(head, items, _TAIL, headers, gzip=True)
     return ListBody(head, items, _TAIL, headers)
 
@@ -351,15 +353,6 @@ def _list_head(entry: ResourceCache, accept: Accept, version: str, token: str,
             + b',"items":[')
 
 
-def _joined(head: bytes, items: list[bytes]) -> bytes:
-    """``head + b",".join(items) + _TAIL`` with one copy of the items, not two."""
-    if not items:
-        return head + _TAIL
-    if len(items) == 1:
-        return b"".join((head, items[0], _TAIL))
-    return b",".join([head + items[0], *items[1:-1], items[-1] + _TAIL])
-
-
 def _kept_list(entry: ResourceCache, accept: Accept, key: tuple, kept: KeptList,
                etag: str) -> KeptBody | None:
     """The kept answer at the version the store is exactly at, if nothing it was read from
@@ -370,16 +363,9 @@ def _kept_list(entry: ResourceCache, accept: Accept, key: tuple, kept: KeptList,
     if not unchanged or not version:
         return None
     entry.lists.hits += 1
-    if version == kept.version:
-        return KeptBody((kept.whole,), etag)
-    start, end = kept.items
-    head = _list_head(entry, accept, version, kept.token, kept.remaining)
-    items = memoryview(kept.whole)[start:end]
-    if len(kept.whole) > JOIN_BELOW:  # sent from the kept bytes, never joined again
-        return KeptBody((head, items, _TAIL), etag)
-    whole = b"".join((head, items, _TAIL))
-    entry.lists.renew(key, kept, version, whole, (len(head), len(head) + end - start))
-    return KeptBody((whole,), etag)
+    head = (_list_head(entry, accept, version, kept.token, kept.remaining)
+            if version != kept.version else b"")
+    return KeptBody(entry.lists.renewed(key, kept, version, head), etag)
 
 
 def _kept_answer(kept: tuple[bytes, dict[str, str]], etag: str) -> Response:

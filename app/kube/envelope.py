@@ -26,8 +26,8 @@ from starlette.responses import Response
 
 from app.bridge import run_blocking
 
-__all__ = ["CHUNK", "JOIN_BELOW", "HeadWithBody", "KeptBody", "ListBody", "MadeListBody",
-           "StoredBody", "list_length", "list_metadata"]
+__all__ = ["CHUNK", "JOIN_BELOW", "LIST_TAIL", "HeadWithBody", "KeptBody", "ListBody",
+           "MadeListBody", "StoredBody", "joined", "list_length", "list_metadata"]
 
 CHUNK = 256 * 1024  # a slice of a large answer
 JOIN_BELOW = 1024 * 1024  # answers up to this size go out in one write
@@ -44,6 +44,18 @@ def list_metadata(resource_version: str, continue_token: str = "",
     if remaining:
         meta["remainingItemCount"] = remaining
     return meta
+
+
+LIST_TAIL = b"]}"  # a JSON list's end, after its last item
+
+
+def joined(head: bytes, items: list[bytes], tail: bytes = LIST_TAIL) -> bytes:
+    """``head + b",".join(items) + tail`` with one copy of the items, not two."""
+    if not items:
+        return head + tail
+    if len(items) == 1:
+        return b"".join((head, items[0], tail))
+    return b",".join([head + items[0], *items[1:-1], items[-1] + tail])
 
 
 def list_length(head: bytes, items: list[bytes], tail: bytes) -> int:
@@ -75,14 +87,15 @@ class KeptBody(Response):
     the same bytes, copied by nobody, so that the server's flow control paces a slow reader
     as for ``ListBody``."""
 
-    def __init__(self, pieces: Sequence[bytes | memoryview], etag: str) -> None:
+    def __init__(self, pieces: Sequence[bytes | memoryview], etag: str | None) -> None:
         self.status_code = 200
         self.background = None
         self.body = b""
         self._pieces = pieces
         self.length = sum(map(len, pieces))
-        self.raw_headers = [*_STORED_HEADERS, (b"etag", etag.encode()),
-                            (b"content-length", str(self.length).encode())]
+        self.raw_headers = [*_STORED_HEADERS, (b"content-length", str(self.length).encode())]
+        if etag is not None:
+            self.raw_headers.insert(2, (b"etag", etag.encode()))
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})

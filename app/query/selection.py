@@ -22,14 +22,12 @@ from informer_core.fields import FieldSelector
 from informer_core.fields import everything as no_fields
 from informer_core.labels import Selector
 from informer_core.labels import everything as no_labels
-from informer_core.labels import Operator
-from informer_core.lister import select_encoded
+from informer_core.lister import POSITIVE, select_encoded
 from informer_core.store import LABEL_INDEX, NAMESPACE_INDEX, Indexer, object_key
 
 __all__ = ["Selection"]
 
 _FAST_FIELDS = ("metadata.name", "metadata.namespace")
-_POSITIVE = (Operator.IN, Operator.EQUALS, Operator.DOUBLE_EQUALS)
 
 _GROUPS: dict[tuple, int] = {}  # see Selection.group
 _GROUPS_KEPT = 4096
@@ -146,7 +144,7 @@ class Selection:
             options.append((NAMESPACE_INDEX, tuple(sorted(self.namespaces))))
         if store.has_index(LABEL_INDEX):
             options += [(LABEL_INDEX, tuple(f"{r.key}={v}" for v in r.values))
-                        for r in self.labels.requirements if r.operator in _POSITIVE]
+                        for r in self.labels.requirements if r.operator in POSITIVE]
         if not options:
             return None, ()
         return min(options, key=lambda o: sum(store.bucket_size(o[0], v) for v in o[1]))

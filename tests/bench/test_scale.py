@@ -45,3 +45,36 @@ def test_the_api_servers_share_is_left_out_where_the_noise_outweighs_it():
         "gateway": {**side, "gateway_cpu_us_per_delivery": 333.3, "rss_per_subscriber_kib": 36.0},
         "apiserver": {**side, "apiserver_cpu_us_per_delivery": -266.7}}}}
     assert "| 333.3 (user —) / — µs |" in subscribers_table(results)
+
+
+def test_make_bench_scale_asks_for_no_subscribers():
+    from bench.scale import _counts
+
+    assert _counts("none") == () and _counts("1000,150000") == (1000, 150000)
+
+
+def test_the_150000_pods_run_is_rendered_beside_the_rest_with_its_targets():
+    """``make bench-scale``'s results (docs/scale.json) get their own table, their command,
+    and verdict rows: RSS per object against the stripped JSON, Q1 p50 flat."""
+    import json
+    from pathlib import Path
+
+    from bench.report import render, targets
+
+    results = json.loads((Path(__file__).parents[2] / "docs" / "benchmarks.json").read_text())
+    row = {"raw_seconds": 1.5, "sync_seconds": 2.25, "stripped_per_object": 2048,
+           "q1_apiserver": _wrk(10.0, 95), "q5_gateway": _wrk(60.0, 15),
+           "q5_apiserver": _wrk(700.0, 1.25), "refresh_ms": 12.5}
+    results["scale_large"] = {"command": "python -m bench.scale --pods 1000,150000",
+                              "date": "2026-11-28", "objects": {
+        "1000": {**row, "pods": 1000, "rss_per_object": 8192, "q1_gateway": _wrk(0.2, 4000)},
+        "150000": {**row, "pods": 150_000, "rss_per_object": 3584, "q1_gateway": _wrk(0.4, 2000)}}}
+    verdicts = {t: (m, ok) for t, m, ok in targets(results)}
+    rss = verdicts["150,000 Pods: RSS per object ≤ 1.7× the stripped JSON (make bench-scale)"]
+    assert rss == ("1.75× (3.5 against 2.0 KiB)", False)
+    flat = verdicts["150,000 Pods: Q1 p50 flat (≤ 1.5× the 1,000 Pods' figure)"]
+    assert flat[1] is False and flat[0].startswith("2.00×")
+    report = render(results)
+    assert "### To 150,000 Pods (`make bench-scale`)" in report
+    assert "`python -m bench.scale --pods 1000,150000`" in report
+    assert "| 150,000 | 2.25 s (1.50 s) |" in report

@@ -12,6 +12,7 @@ import pytest
 from app.query.budget import QueryMemory
 from control_plane.fake import FakeCluster
 from tests.app.conftest import run_gateway
+from tests.app.fake_reviewer import TableReviewer
 from tests.helpers import wait_until
 
 NS, OTHER = "kept", "elsewhere"
@@ -175,15 +176,15 @@ def test_a_large_answer_is_kept_only_when_asked_again_unchanged(cluster, monkeyp
 def test_a_large_kept_answer_renewed_is_sent_from_the_kept_bytes(cluster, monkeypatch):
     """Over ``JOIN_BELOW`` a renewed version is sent as envelope plus a view of the kept
     items, in pieces, never joined again: the bytes still equal a fresh read."""
-    import app.http.resources as resources
+    import app.cache.kept_lists as kept_lists
     import app.kube.envelope as envelope
 
     monkeypatch.setattr(envelope, "JOIN_BELOW", 100)
     monkeypatch.setattr(envelope, "CHUNK", 64)
-    monkeypatch.setattr(resources, "JOIN_BELOW", 100)
     path = LISTS[1]
     with run_gateway(cluster) as gw:
-        first = httpx.get(gw.url + path).json()
+        first = httpx.get(gw.url + path).json()  # kept at once (small then)
+        monkeypatch.setattr(kept_lists, "JOIN_BELOW", 100)  # large from now on
         _seen(gw, cluster.patch(f"/api/v1/namespaces/{OTHER}/configmaps/cm-2",
                                 {"data": {"n": "1"}}))
         hits = _entry(gw).lists.hits
@@ -211,3 +212,42 @@ def test_a_list_from_the_hubs_view_is_not_kept(monkeypatch):
         assert httpx.get(gw.url + LISTS[1]).status_code == 200
         assert len(_entry(gw).lists) == 0 and _entry(gw).lists.hits == 0
         assert time.monotonic() - started < 5
+
+
+def test_a_kept_answer_is_refused_to_callers_who_may_not_read_it(cluster):
+    """A kept answer is looked up only after the caller is known and allowed: no token,
+    a token nobody knows, and a caller allowed elsewhere get 401, 401, 403, and not one of
+    them is given the kept bytes (no hit is counted)."""
+    reviewer = TableReviewer({"t-alice": {"username": "alice", "groups": []},
+                              "t-carol": {"username": "carol", "groups": []}},
+                             {("alice", "*", "configmaps", NS), ("carol", "*", "configmaps", OTHER)})
+    path = LISTS[0]
+    with run_gateway(cluster, reviewer=reviewer, authz="kubernetes") as gw:
+        alice = {"Authorization": "Bearer t-alice"}
+        first = httpx.get(gw.url + path, headers=alice)
+        assert first.status_code == 200
+        assert httpx.get(gw.url + path, headers=alice).content == first.content
+        hits = _entry(gw).lists.hits
+        assert hits >= 1, "alice's second ask is the kept answer"
+        for headers, code in (({}, 401), ({"Authorization": "Bearer t-mallory"}, 401),
+                              ({"Authorization": "Bearer t-carol"}, 403)):
+            answer = httpx.get(gw.url + path, headers=headers)
+            assert answer.status_code == code, (headers, answer.text[:200])
+            assert answer.json()["kind"] == "Status" and "cm-" not in answer.text
+        assert _entry(gw).lists.hits == hits, "no refused caller reached the kept answer"
+
+
+def test_an_answer_kept_again_is_charged_once():
+    """Made again (after a write under it, or asked again), an answer replaces the one before
+    it in the budget: the budget counts each kept answer once, however often it is made."""
+    from app.cache.kept_lists import KeptList, KeptLists
+
+    memory = QueryMemory(limit=10 * 1024 * 1024)
+    lists = KeptLists(memory)
+    for n in range(20):
+        lists.keep("key", KeptList(n, None, (), str(n), b"x" * 1000, (0, 1000), "", None))
+    assert len(lists) == 1 and 1000 <= memory.used < 2000
+    lists.keep("other", KeptList(0, None, (), "0", b"y" * 500, (0, 500), "", None))
+    assert 1500 <= memory.used < 2500
+    lists.clear()
+    assert memory.used == 0

@@ -302,3 +302,124 @@ def test_metadata_only_reads_merge_too(tmp_path):
         assert first["object"]["kind"] == "PartialObjectMetadata"
         assert httpx.get(url + "?watch=1", headers={"Accept": list_form}).status_code == 406
         assert httpx.get(url, headers={"Accept": one_form}).status_code == 406
+
+
+def _kept_hits(gw) -> int:
+    return gw.gateway.merged_lists.hits
+
+
+def _fresh_merged(gw, url: str, **params) -> bytes:
+    """What the gateway answers with no merged answer kept."""
+    gw.gateway.merged_lists.clear()
+    return httpx.get(url, params=params).content
+
+
+def test_a_merged_list_asked_again_is_the_kept_answer_until_a_cluster_writes_under_it(three):
+    """Whole answers kept (app.cache.kept_lists): the same bytes while no cluster's buckets
+    changed; a write in one cluster under them is in the next answer, and one outside them
+    only renews that cluster's version in the token."""
+    url = three.url + "/clusters/*" + CM.format(ns="apps")
+    first = httpx.get(url)
+    hits = _kept_hits(three)
+    again = httpx.get(url)
+    assert _kept_hits(three) == hits + 1 and again.content == first.content
+    assert again.headers["content-type"] == "application/json"
+    assert "no-cache" in again.headers["cache-control"]
+    # a write outside the buckets (another namespace): the items kept, the version renewed
+    three.fakes["b"].patch(CM.format(ns="ops") + "/b3", {"data": {"n": "9"}})
+    own = three.url + "/clusters/b" + CM.format(ns="ops") + "/b3"
+    _wait(lambda: httpx.get(own).json()["data"]["n"] == "9")
+    renewed = httpx.get(url)
+    assert _kept_hits(three) == hits + 2
+    assert renewed.json()["items"] == first.json()["items"]
+    assert renewed.json()["metadata"]["resourceVersion"] != first.json()["metadata"]["resourceVersion"]
+    assert renewed.content == _fresh_merged(three, url)
+    # a write under them: read again, the change in it
+    httpx.get(url)
+    three.fakes["a"].patch(CM.format(ns="apps") + "/a1", {"data": {"n": "7"}})
+    _wait(lambda: httpx.get(three.url + "/clusters/a" + CM.format(ns="apps") + "/a1")
+          .json()["data"]["n"] == "7")
+    hits = _kept_hits(three)
+    changed = httpx.get(url)
+    assert _kept_hits(three) == hits, "not the kept answer"
+    assert [i["data"]["n"] for i in changed.json()["items"]
+            if i["metadata"]["name"] == "a1"] == ["7"]
+    assert changed.content == _fresh_merged(three, url)
+    # pages kept each with their token; other clusters asked, another answer
+    for params in ({"limit": 2}, {"clusters": "a,c"}, {"labelSelector": "size=2"}):
+        once = httpx.get(url, params=params)
+        assert httpx.get(url, params=params).content == once.content
+        assert once.content == _fresh_merged(three, url, **params), params
+
+
+def test_a_kept_merged_answer_holds_only_the_clusters_each_caller_may_read(tmp_path):
+    """Kept per the clusters that authorized the caller: alice (a and b) and bob (a alone)
+    never get each other's answer; a caller with no token or no rights gets 401 or 403 and
+    never the kept bytes."""
+    from tests.app.fake_reviewer import TableReviewer
+
+    users = {"t-alice": {"username": "alice", "groups": []},
+             "t-bob": {"username": "bob", "groups": []},
+             "t-carol": {"username": "carol", "groups": []}}
+    rows = {("alice", "*", "configmaps", "apps"), ("bob", "*", "configmaps", "apps")}
+    reviewers = {"a": TableReviewer(users, rows),
+                 "b": TableReviewer(users, {("alice", "*", "configmaps", "apps")})}
+    fakes = {"a": _fake(apps=["a1"]), "b": _fake(apps=["b1"])}
+    with run_fake_clusters(fakes, tmp_path / "clusters.yaml", reviewers=reviewers,
+                           authz="kubernetes") as gw:
+        url = gw.url + "/clusters/*" + CM.format(ns="apps")
+
+        def ask(token: str | None) -> httpx.Response:
+            return httpx.get(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+
+        for _ in range(2):
+            assert [c for c, _, _ in _items(ask("t-alice"))] == ["a", "b"]
+        hits = _kept_hits(gw)
+        assert hits >= 1
+        for _ in range(2):
+            assert [c for c, _, _ in _items(ask("t-bob"))] == ["a"]
+        assert _kept_hits(gw) == hits + 1, "bob's own answer, kept apart from alice's"
+        hits = _kept_hits(gw)
+        for token, code in ((None, 401), ("t-mallory", 401), ("t-carol", 403)):
+            answer = ask(token)
+            assert answer.status_code == code, (token, answer.text[:200])
+            assert "a1" not in answer.text
+        assert _kept_hits(gw) == hits
+
+
+def _wait(condition) -> None:
+    from tests.helpers import wait_until
+
+    wait_until(condition, 10, message="the cache to reach the write")
+
+
+def test_the_clusters_lists_in_order_read_like_the_list_of_their_items():
+    """``_InClusterOrder`` makes each item as it is read; every index, slice (of a slice)
+    and walk gives what the list of all items would, empty clusters and bounds included."""
+    import bisect
+    import itertools
+    import random
+    from types import SimpleNamespace
+
+    from app.http.merged import _InClusterOrder
+
+    lists = [(name, [SimpleNamespace(key=f"{name}/{i}") for i in range(size)])
+             for name, size in (("a", 3), ("b", 0), ("c", 5), ("d", 1))]
+    whole = [((n, o.key), n, o) for n, objects in lists for o in objects]
+    lazy = _InClusterOrder(lists)
+    assert len(lazy) == len(whole) and list(lazy) == whole
+    assert [lazy[i] for i in range(-len(whole), len(whole))] == whole + whole
+    for bad in (len(whole), -len(whole) - 1):
+        with pytest.raises(IndexError):
+            lazy[bad]
+    rng = random.Random(7)
+    for _ in range(200):
+        a, b = sorted(rng.randrange(-2, len(whole) + 3) for _ in range(2))
+        view = lazy[a:b]
+        assert list(view) == whole[a:b] and len(view) == len(whole[a:b])
+        c, d = sorted(rng.randrange(-2, len(view) + 3) for _ in range(2))
+        assert list(view[c:d]) == whole[a:b][c:d]
+    for place in (("c", "c/2"), ("a", "a/0"), ("zz", ""), ("", "")):
+        assert bisect.bisect_right(lazy, place, key=lambda item: item[0]) == \
+            bisect.bisect_right(whole, place, key=lambda item: item[0])
+    assert [c for c, _ in itertools.groupby(lazy[2:5], key=lambda item: item[1])] == ["a", "c"]
