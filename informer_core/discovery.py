@@ -246,6 +246,12 @@ class Discovery:
         """Return what the current view says of ``gvr`` (no I/O; ``None`` if unknown or not loaded)."""
         return self._lookup(GroupVersionResource(*gvr))
 
+    @property
+    def view(self) -> object:
+        """The current view's identity: a new object each time discovery is fetched again
+        (what a memo of resolved resources is checked against)."""
+        return self._resources
+
     def age(self) -> float:
         """Seconds since the current view was fetched (infinite before the first fetch)."""
         return self._clock() - self._last_refresh if self._loaded else float("inf")

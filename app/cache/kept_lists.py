@@ -9,8 +9,10 @@ smallest of its namespace and its positive label requirements: ``Selection.read_
 and the store's write mark when it was read; an ask while no object under those buckets
 was written since (``ThreadSafeStore.unchanged_since``) is answered with the kept bytes,
 only the envelope's ``resourceVersion`` made new — nothing selected, sorted or joined.
-A merged list (``app.http.merged``) is kept the same way with one cluster's marks per
-cluster read, and only after each of those clusters authorized the caller.
+What an answer was read from is its ``Mark``s: one per cache read (one for a cluster's
+list, one per cluster for a merged list, ``app.http.merged``, which is kept only after each
+of those clusters authorized the caller); one check (``KeptLists.current``) tells for both
+whether the kept bytes are still the answer, and at which versions.
 
 A label list over plain HTTP at eight connections served 34 % of the floor's rate (the
 same bytes from a bare ASGI app) with its selection and join per ask, 57 % kept and written
@@ -27,34 +29,62 @@ every ask never costs a whole copy.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from app.kube.envelope import JOIN_BELOW, LIST_TAIL
 from app.query.budget import QueryMemory
 
-__all__ = ["KeptList", "KeptLists"]
+__all__ = ["KeptList", "KeptLists", "Mark"]
 
 MAX_KEPT = 256  # answers per resource, whatever the budget
 _ASKED_KEPT = 1024  # large answers' first asks remembered per resource
 
 
+@dataclass(slots=True, frozen=True)
+class Mark:
+    """What one cache read of a kept answer was read from: the cache (weakly: a cache
+    reloaded since is another store, with other marks), the store's write mark before the
+    read, and the buckets that bound it (``index`` ``None``: the whole store)."""
+
+    cache: weakref.ref
+    tick: int
+    index: str | None
+    values: tuple[str, ...]
+
+    @classmethod
+    def of(cls, entry: Any, tick: int, selection: Any) -> Mark:
+        """The mark of ``selection`` read from ``entry``'s store at ``tick``."""
+        return cls(weakref.ref(entry), tick, *selection.read_from(entry.indexer))
+
+    def unchanged_since(self, tick: int) -> bool:
+        """Whether nothing under this mark's buckets was written since ``tick``."""
+        entry = self.cache()
+        return entry is not None and entry.indexer.thread_safe_store.unchanged_since(
+            tick, self.index, self.values)
+
+
 @dataclass(slots=True)
 class KeptList:
-    """One kept answer: its bytes at ``version``, and what they were read from."""
+    """One kept answer: its bytes at ``version``, and what they were read from — one mark
+    for a cluster's list, one per cluster read, in order, for a merged one."""
 
-    tick: int  # the store's write mark before the read
-    index: str | None  # the buckets that bound it (``None``: the whole store)
-    values: tuple[str, ...]
+    marks: tuple[Mark, ...]
     version: str  # the resourceVersion written in ``whole``
     whole: bytes
     items: tuple[int, int]  # where the joined items lie in ``whole``
     token: str  # the page's continue token and remaining count, the same while unchanged
     remaining: int | None
-    # a merged list's (``app.http.merged``), one per cluster read, in order: (a weak
-    # reference to the cache read, its tick, index and values) in place of the three above
-    marks: tuple = ()
+
+    @classmethod
+    def of(cls, marks: tuple[Mark, ...], version: str, head: bytes, whole: bytes, token: str,
+           remaining: int | None) -> KeptList:
+        """The answer ``whole``, a list whose envelope up to its items is ``head``."""
+        return cls(marks, version, whole, (len(head), len(whole) - len(LIST_TAIL)), token,
+                   remaining)
 
 
 class KeptLists:
@@ -64,7 +94,7 @@ class KeptLists:
     def __init__(self, memory: QueryMemory) -> None:
         self.memory = memory
         self._kept: OrderedDict[Hashable, KeptList] = OrderedDict()
-        self._asked: OrderedDict[Hashable, int] = OrderedDict()  # key -> tick of a large ask
+        self._asked: OrderedDict[Hashable, tuple[int, ...]] = OrderedDict()  # key -> ticks of a large ask
         self._lock = threading.Lock()
         self.hits = 0
 
@@ -75,20 +105,41 @@ class KeptLists:
                 self._kept.move_to_end(key)
         return found
 
-    def worth_keeping(self, key: Hashable, size: int, tick: int, unchanged) -> bool:
-        """Whether an answer of ``size`` bytes read at ``tick`` should be kept: a small one
-        always, a large one if asked before with nothing changed since (``unchanged(t)``),
-        none over half the budget."""
+    def current(self, kept: KeptList, entries: Sequence[Any]) -> list[str] | None:
+        """The version each of ``entries`` (the caches read now, in the order of
+        ``kept.marks``) is exactly at, if each is the cache ``kept`` was read from and
+        nothing under its buckets was written since; else ``None`` (read it again). Counts
+        a hit."""
+        versions = []
+        for mark, entry in zip(kept.marks, entries):
+            if mark.cache() is not entry:  # reloaded since: another store, other marks
+                return None
+            store = entry.indexer.thread_safe_store
+            tick, index, values = mark.tick, mark.index, mark.values
+            unchanged, version = entry.generic.informer().read_consistently(
+                lambda: store.unchanged_since(tick, index, values))  # called at once
+            if not unchanged or not version:
+                return None
+            versions.append(version)
+        self.hits += 1
+        return versions
+
+    def worth_keeping(self, key: Hashable, size: int, marks: tuple[Mark, ...]) -> bool:
+        """Whether an answer of ``size`` bytes read as ``marks`` say should be kept: a small
+        one always, a large one if asked before with nothing under its buckets written
+        since, none over half the budget."""
         if size > self.memory.limit // 2:
             return False
         if size <= JOIN_BELOW:
             return True
+        ticks = tuple(mark.tick for mark in marks)
         with self._lock:
             before = self._asked.pop(key, None)
-            self._asked[key] = tick
+            self._asked[key] = ticks
             while len(self._asked) > _ASKED_KEPT:
                 self._asked.popitem(last=False)
-        return before is not None and unchanged(before)
+        return before is not None and all(mark.unchanged_since(tick)
+                                          for mark, tick in zip(marks, before))
 
     def keep(self, key: Hashable, kept: KeptList) -> None:
         """Keep ``kept`` as the answer for ``key``, in place of any before it (whose bytes are

@@ -26,6 +26,7 @@ from app.auth.review_budget import AccessBudget
 from app.auth.reviews import ApiReviewer, Reviewer
 from app.cache.metadata_only import covering
 from app.cache.resources import ClusterCache
+from app.kube.shapes import RequestShapes
 from app.kube.status import StatusError
 from app.query.budget import QueryMemory
 from app.settings import Settings
@@ -73,6 +74,7 @@ class Cluster:
         self.settings = settings
         self.factory = factory
         self.caches = ClusterCache(settings, factory, memory)
+        self.shapes = RequestShapes()  # requests to this cluster already checked
         self.reviewer: Reviewer | None = None
         self.access: AccessReviews | None = None
         if settings.authz == "kubernetes":

@@ -146,16 +146,16 @@ class GatewayApp:
             await self._entry(scope, receive, send)
             return
         # the request's cluster, resolved once, here: everything after reads it from the context
-        scope["kcg"] = RequestContext(route, cluster, prefix)
+        scope["kcg"] = RequestContext(route, cluster, prefix, gateway)
         started = time.perf_counter()
-        latency = gateway.metrics.latency_for
+        observe = gateway.metrics.latency.observe
         access_log = self.access_log
         worker_header = self._worker_header
 
         async def timed_send(message: dict) -> None:
             if message["type"] == "http.response.start":
                 took = time.perf_counter() - started
-                latency(route, message["status"]).observe(took)
+                observe(route, message["status"], took)
                 if access_log is not None:
                     access_log.write(scope, message["status"], took)
                 if worker_header is not None:
@@ -184,11 +184,11 @@ class GatewayApp:
         context = scope["kcg"]
         route = context.route
         cluster = context.cluster
-        started = getattr(self.state, "gateway", None) is not None  # else 503, below
+        gateway = context.gateway
+        started = gateway is not None  # else 503, below
         try:
             own = route in _GATEWAY_WIDE
             if self._authenticates and route not in _OPEN and started:
-                gateway = self.state.gateway
                 if own and not context.prefix:
                     await gateway.authorize_own(scope, route)
                 elif cluster is None or own:  # who asks, and no more: a 404 or 503 follows
@@ -214,7 +214,7 @@ class GatewayApp:
                 named = context.prefix[10:]
                 if context.prefix and not named:
                     raise not_found("a cluster name is missing from the path", resource="clusters")
-                self.state.gateway.cluster(named or self.state.gateway.default_name)
+                gateway.cluster(named or gateway.default_name)
                 raise StatusError(503, "the cluster is being added; retry", "ServiceUnavailable",
                                   headers={"Retry-After": "1"})  # it came meanwhile
         except StatusError as error:
@@ -227,7 +227,7 @@ class GatewayApp:
             await self.api(scope, receive, send)
 
     async def _resource(self, scope: dict, receive: Any, send: Any, endpoint: Any) -> None:
-        if getattr(self.state, "gateway", None) is None:  # a request before start-up
+        if scope["kcg"].gateway is None:  # a request before start-up
             await _send_json(send, 503, _NOT_READY)
             return
         scope["app"] = self.api  # what ``request.app`` reads

@@ -40,7 +40,6 @@ import bisect
 import dataclasses
 import heapq
 import itertools
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -55,11 +54,11 @@ from app.cache.requested_version import check_list_options, fresh_enough
 from app.clusters.merging import (CLUSTER_ANNOTATION, decode_versions, encode_versions, tagged,
                                   tagged_dict)
 from app.http.resources import check_scope, select_consistent
-from app.cache.kept_lists import KeptList, KeptLists
-from app.kube.envelope import (LIST_TAIL, KeptBody, ListBody, MadeListBody, joined, list_length,
-                               list_metadata)
+from app.cache.kept_lists import KeptList, Mark
+from app.kube.envelope import (GZIP_ABOVE, LIST_TAIL, KeptBody, ListBody, MadeListBody, joined,
+                               list_head, list_length)
 from app.cache.metadata_only import check_read
-from app.kube.partial import answer_type, partial, wrong_form
+from app.kube.partial import partial, wrong_form
 from app.kube.request import (Query, decode_continue, encode_continue, negotiate, parse_path,
                               parse_query)
 from app.kube.status import StatusError, bad_request, method_not_allowed, not_found
@@ -72,7 +71,6 @@ __all__ = ["merged_endpoint"]
 
 _ANNOTATION_PATH = f"metadata.annotations[{CLUSTER_ANNOTATION}]"
 _TAIL = LIST_TAIL
-_GZIP_ABOVE = 128 * 1024  # as on a cluster's own path: smaller answers go out uncompressed
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -237,11 +235,17 @@ async def merged_endpoint(request: Request) -> Response:
         kept_key = (request.scope["path"], query.label_text, query.field_text,
                     query.continue_key, query.limit,
                     tuple((s.reached.cluster.name, s.selection.partition) for s in shares))
-        kept = gateway.merged_lists.get(kept_key)
-        if kept is not None and (len(kept.whole) <= _GZIP_ABOVE or not gzip):
-            answer = _kept_merged(gateway.merged_lists, kept_key, kept, shares, accept)
-            if answer is not None:
-                return answer
+        kept_lists = gateway.merged_lists
+        kept = kept_lists.get(kept_key)
+        if kept is not None and (len(kept.whole) <= GZIP_ABOVE or not gzip):
+            entries = [s.reached.entry for s in shares]
+            now = kept_lists.current(kept, entries)
+            if now is not None:  # every cluster read the same cache, none written under it
+                rv = encode_versions({s.reached.cluster.name: version
+                                      for s, version in zip(shares, now)})
+                head = (list_head(entries[0].resource, accept, rv, kept.token, kept.remaining)
+                        if rv != kept.version else b"")
+                return KeptBody(kept_lists.renewed(kept_key, kept, rv, head), None)
         ticks = tuple(s.reached.entry.indexer.thread_safe_store.tick for s in shares)
     parts = await asyncio.gather(*(part_of(s) for s in shares))
     versions = {p.cluster.name: p.version for p in parts}
@@ -275,7 +279,7 @@ async def merged_endpoint(request: Request) -> Response:
                                   include=query.include_object, resource_version=rv,
                                   continue_token=token, remaining=remaining)
         return Response(body, media_type="application/json", headers=headers)
-    head = _head(first.resource, accept, rv, token, remaining)
+    head = list_head(first.resource, accept, rv, token, remaining)
     if accept.kind == "meta":  # each item's metadata, tagged, as the client takes them
         version = accept.table_version
         return MadeListBody(head, page, lambda items: [partial(tagged(obj.raw, cluster), version)
@@ -305,17 +309,14 @@ async def merged_endpoint(request: Request) -> Response:
         # (a large compressed answer is never sent from a kept one: made as it goes, below)
         items = tagged_slice(page)
         length = list_length(head, items, _TAIL)
-        if gzip and length > _GZIP_ABOVE:  # never sent from a kept answer: not kept for it
+        if gzip and length > GZIP_ABOVE:  # never sent from a kept answer: not kept for it
             return ListBody(head, items, _TAIL, headers, gzip=True)
-        marks = tuple((weakref.ref(p.entry), tick, *s.selection.read_from(p.entry.indexer))
+        marks = tuple(Mark.of(p.entry, tick, s.selection)
                       for p, s, tick in zip(parts, shares, ticks))
         kept_lists = gateway.merged_lists
-        if kept_lists.worth_keeping(kept_key, length, ticks,
-                                    lambda before: _unchanged(marks, before)):
+        if kept_lists.worth_keeping(kept_key, length, marks):
             whole = joined(head, items)
-            kept_lists.keep(kept_key, KeptList(0, None, (), rv, whole,
-                                               (len(head), len(whole) - len(_TAIL)),
-                                               token, remaining, marks))
+            kept_lists.keep(kept_key, KeptList.of(marks, rv, head, whole, token, remaining))
             return KeptBody((whole,), None)
         return ListBody(head, items, _TAIL, headers)
     return MadeListBody(head, page, tagged_slice, _TAIL, headers, gzip=gzip)
@@ -328,46 +329,6 @@ class _Share:
 
     def __init__(self, reached: Reached, selection: Selection) -> None:
         self.reached, self.selection = reached, selection
-
-
-def _head(resource: Any, accept: Any, rv: str, token: str, remaining: int | None) -> bytes:
-    """A merged JSON list's envelope up to its first item."""
-    kind, api_version = answer_type(resource, accept, listing=True)
-    return (b'{"apiVersion":' + orjson.dumps(api_version) + b',"kind":'
-            + orjson.dumps(kind) + b',"metadata":'
-            + orjson.dumps(list_metadata(rv, token, remaining)) + b',"items":[')
-
-
-def _unchanged(marks: tuple, ticks: tuple[int, ...]) -> bool:
-    """Whether no cluster's buckets of ``marks`` were written since its tick of ``ticks``."""
-    for (ref, _, index, values), tick in zip(marks, ticks):
-        entry = ref()
-        if entry is None or not entry.indexer.thread_safe_store.unchanged_since(
-                tick, index, values):
-            return False
-    return True
-
-
-def _kept_merged(kept_lists: KeptLists, key: tuple, kept: KeptList, shares: list[_Share],
-                 accept: Any) -> KeptBody | None:
-    """The kept merged answer at each cluster's version now, if every cluster read is the
-    same cache and none of its buckets was written since (else ``None``: read them again)."""
-    versions = {}
-    for (ref, tick, index, values), share in zip(kept.marks, shares):
-        entry = share.reached.entry
-        if ref() is not entry:  # reloaded since: another store, other marks
-            return None
-        store = entry.indexer.thread_safe_store
-        unchanged, version = entry.generic.informer().read_consistently(
-            lambda: store.unchanged_since(tick, index, values))  # noqa: B023 (called at once)
-        if not unchanged or not version:
-            return None
-        versions[share.reached.cluster.name] = version
-    kept_lists.hits += 1
-    rv = encode_versions(versions)
-    head = (_head(shares[0].reached.entry.resource, accept, rv, kept.token, kept.remaining)
-            if rv != kept.version else b"")
-    return KeptBody(kept_lists.renewed(key, kept, rv, head), None)
 
 
 def _cluster_of(item: tuple[tuple, str, EncodedObject]) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -24,20 +25,64 @@ from prometheus_client import (
     Counter,
     Gauge,
     GCCollector,
-    Histogram,
     Info,
     PlatformCollector,
     ProcessCollector,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from app.version import PYTHON, VERSION
 
-__all__ = ["Metrics"]
+__all__ = ["Latencies", "Metrics"]
 
 _LABELS = ["cluster", "resource"]  # per-resource figures: which cluster's, which resource
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+class Latencies(Collector):
+    """``kcg_http_request_duration_seconds``: every request's time to its first byte, by
+    route and code, counted with two list operations.
+
+    prometheus_client's ``Histogram`` takes a lock for the sum and another for the bucket,
+    and finds the bucket by a loop in Python: about 1 µs a request in process, a tenth of
+    the application's whole time for one object by name. Every request is timed on the
+    event loop, one thread (each worker process has its own), so the counts need no lock:
+    one list per route and code (each bucket's own count, then the sum), the bucket found
+    by ``bisect``; when scraped, exposed as the same histogram, cumulative as Prometheus
+    reads it.
+    """
+
+    NAME = "kcg_http_request_duration_seconds"
+
+    def __init__(self, buckets: tuple[float, ...] = _BUCKETS) -> None:
+        self._bounds = buckets
+        self._series: dict[tuple[str, int], list[float]] = {}
+
+    def observe(self, route: str, status: int, seconds: float) -> None:
+        series = self._series.get((route, status))
+        if series is None:
+            series = self._series[(route, status)] = [0] * (len(self._bounds) + 1) + [0.0]
+        series[bisect_left(self._bounds, seconds)] += 1  # le: the first bound not below it
+        series[-1] += seconds
+
+    def observed(self, route: str, status: int) -> tuple[int, float]:
+        """(how many, their sum in seconds) observed for ``route`` and ``status``."""
+        series = self._series.get((route, status))
+        return (0, 0.0) if series is None else (int(sum(series[:-1])), series[-1])
+
+    def collect(self) -> Iterable[Any]:
+        family = HistogramMetricFamily(self.NAME, "Time to the first byte of the answer, by "
+                                       "route and code", labels=["route", "code"])
+        for (route, status), series in list(self._series.items()):
+            counts, total = series[:-1], 0
+            buckets = []
+            for bound, count in zip((*map(floatToGoString, self._bounds), "+Inf"), counts):
+                total += count
+                buckets.append((bound, total))
+            family.add_metric([route, str(status)], buckets, series[-1])
+        yield family
 
 
 class _CacheCollector(Collector):
@@ -111,9 +156,8 @@ class Metrics:
         GCCollector(registry=self.registry)
         Info("kcg_build", "The gateway's version and its Python's", registry=self.registry).info(
             {"version": VERSION, "python_version": PYTHON})
-        self.latency = Histogram("kcg_http_request_duration_seconds",
-                                 "Time to the first byte of the answer, by route and code",
-                                 ["route", "code"], buckets=_BUCKETS, registry=self.registry)
+        self.latency = Latencies()
+        self.registry.register(self.latency)
         self.streams = Gauge("kcg_open_streams", "Open watch and event streams", ["kind"],
                              registry=self.registry)
         self.cut_off = Counter("kcg_streams_cut_off", "Streams ended because their reader fell "
@@ -123,18 +167,6 @@ class Metrics:
             self.cut_off.labels(kind)  # and a dashboard's panel a series
             self.streams.labels(kind)
         self.registry.register(_CacheCollector(clusters, identity))
-        self._latency_children: dict[tuple[str, int], Any] = {}
-
-    def latency_for(self, route: str, status: int) -> Any:
-        """The latency histogram's child for ``route`` and ``status``, made once.
-
-        Looking a child up by its labels costs more than the observation.
-        """
-        key = (route, status)
-        child = self._latency_children.get(key)
-        if child is None:
-            child = self._latency_children[key] = self.latency.labels(route, str(status))
-        return child
 
     def stream_opened(self, kind: str) -> None:
         self.streams.labels(kind).inc()

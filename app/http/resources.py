@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import hashlib
 from bisect import bisect_right
 from typing import Any
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -29,11 +27,12 @@ from app.http.context import context_of
 from app.bridge import run_blocking, run_bulk
 from app.cache.resources import ResourceCache
 from app.query.engine import KEEP_ANSWERS_BELOW
-from app.cache.kept_lists import KeptList
-from app.kube.envelope import (LIST_TAIL, KeptBody, ListBody, StoredBody, joined, list_length,
-                               list_metadata)
+from app.cache.kept_lists import KeptList, Mark
+from app.kube.shapes import Reading, Shape, request_headers
+from app.kube.envelope import (GZIP_ABOVE, LIST_TAIL, KeptBody, ListBody, StoredBody, joined,
+                               list_head, list_length)
 from app.cache.metadata_only import check_read
-from app.kube.partial import answer_type, partial, wrong_form
+from app.kube.partial import partial, wrong_form
 from app.cache.requested_version import check_list_options, fresh_enough
 from app.kube.request import (
     Accept,
@@ -60,7 +59,6 @@ from informer_core.store import object_key
 __all__ = ["check_scope", "resource_endpoint", "select_consistent"]
 
 _READ_METHODS = ("GET", "HEAD")
-_GZIP_ABOVE = 128 * 1024
 _BULK_ABOVE = 100  # objects cut to their metadata off the event loop from this many
 _TAIL = LIST_TAIL
 
@@ -68,26 +66,75 @@ _TAIL = LIST_TAIL
 async def resource_endpoint(request: Request) -> Response:
     """Answer one request for a resource collection or object.
 
+    A request of a shape checked before (``app.kube.shapes``) is authorized and read
+    straight away; any other is checked (``_checked``) first.
+
     Raises:
         StatusError: every error answer (the application's handler sends it).
     """
-    gateway = request.app.state.gateway
-    cluster = context_of(request.scope).cluster or gateway.default
-    caches = cluster.caches
-    method = request.method
+    scope = request.scope
+    context = context_of(scope)
+    gateway = context.gateway or request.app.state.gateway
+    cluster = context.cluster or gateway.default
+    method = scope["method"]
     if method == "OPTIONS":
         return Response(status_code=204, headers={"Allow": "GET, HEAD, OPTIONS"})
     if method not in _READ_METHODS:
         raise method_not_allowed(method)
-    target = parse_path(request.scope["path"])
+    accept_header, if_none_match, gzip_ok = request_headers(scope["headers"])
+    key = (scope["path"], scope.get("query_string", b""), accept_header)
+    caches = cluster.caches
+    shape = cluster.shapes.get(key, caches.factory.discovery.view)
+    if shape is not None:
+        authorization = cluster.authorization
+        access = shape.access
+        grant = authorization.granted(scope, access) or await authorization.authorize(
+            request, access)
+    else:
+        shape, grant = await _checked(request, gateway, cluster, key)
+        if shape.access.verb != "watch":
+            cluster.shapes.keep(key, shape)  # (streams are long: their checks are not kept)
+        elif shape.query.watch or shape.accept.kind == "sse":
+            return await _stream(request, gateway, cluster, shape, grant)
+    reading = shape.reading(grant.namespaces)
+    query, resource = shape.query, shape.resource
+    entry = caches.ready_entry(shape.gvr) or await caches.load(
+        resource, wait=gateway.settings.sync_timeout)
+    if query.resource_version:
+        await fresh_enough(entry.hub, query, listing=shape.target.name is None)
+    if shape.target.name is not None:
+        response = _get(request, entry, shape.target, shape.accept, query)
+    else:
+        response = await _list(request, entry, shape, reading, if_none_match, gzip_ok)
+    since = caches.stale_since(entry)
+    if since is not None:  # not following the API server: say how old this may be
+        response.raw_headers.extend((k.lower().encode(), v.encode()) for k, v in
+                                    staleness_headers(resource.resource, since, cluster=(
+                                        cluster.name if gateway.several else "")).items())
+    return response
+
+
+async def _checked(request: Request, gateway: Any, cluster: Any,
+                   key: tuple[str, bytes, str | None]) -> tuple[Shape, Grant]:
+    """Check a request of a shape not seen before, in the contract's order (404 unknown
+    resource, 403 denied, 400 bad names, query or form), authorizing it on the way.
+
+    Raises:
+        StatusError: the first check that fails.
+    """
+    path, raw_query, accept_header = key
+    caches = cluster.caches
+    target = parse_path(path)
     resource = await caches.resolve(target)
     check_scope(target, resource)
-    raw_query = request.scope.get("query_string", b"")
+    discovery = caches.factory.discovery
+    view = discovery.view  # the view the resource is of, or one it never matches again
+    if discovery.lookup(resource.gvr) is not resource:
+        view = None
     try:
         query, query_error = parse_query(raw_query, gateway.settings.max_query_length), None
     except StatusError as error:  # reported after authorization: 403 comes before 400
         query, query_error = None, error
-    accept_header = request.headers.get("accept")
     watching = query.watch if query is not None else b"watch=" in raw_query
     streaming = watching or (target.name is None and accept_header is not None
                              and "text/event-stream" in accept_header)
@@ -114,26 +161,22 @@ async def resource_endpoint(request: Request) -> Response:
                         resource=resource.resource, group=resource.group)
     if target.name is None or query.watch:
         check_list_options(query)
-    selection = Selection(namespace, query.labels, query.fields, grant.namespaces, query.filters)
+    return Shape(path, raw_query, target, resource, query, accept, access, view), grant
+
+
+async def _stream(request: Request, gateway: Any, cluster: Any, shape: Shape,
+                  grant: Grant) -> Response:
+    """A watch (of a collection, or of one object by name) or an event stream."""
+    query, target = shape.query, shape.target
     if query.watch:
         if target.name is not None:
-            selection = Selection(namespace, query.labels,
+            selection = Selection(target.namespace, query.labels,
                                   _and_name(query, target.name), filters=query.filters)
-        return await _watch(request, gateway, cluster, grant, selection, query, accept)
-    if accept.kind == "sse":
-        return await _sse(request, gateway, cluster, grant, selection, query)
-    entry = await caches.load(resource, wait=gateway.settings.sync_timeout)
-    await fresh_enough(entry.hub, query, listing=target.name is None)
-    if target.name is not None:
-        response = _get(request, entry, target, accept, query)
-    else:
-        response = await _list(request, entry, selection, query, accept)
-    since = caches.stale_since(entry)
-    if since is not None:  # not following the API server: say how old this may be
-        response.raw_headers.extend((k.lower().encode(), v.encode()) for k, v in
-                                    staleness_headers(resource.resource, since, cluster=(
-                                        cluster.name if gateway.several else "")).items())
-    return response
+        else:
+            selection = shape.reading(grant.namespaces).selection
+        return await _watch(request, gateway, cluster, grant, selection, query, shape.accept)
+    selection = shape.reading(grant.namespaces).selection
+    return await _sse(request, gateway, cluster, grant, selection, query)
 
 
 def check_scope(target: ResourcePath, resource: Any) -> None:
@@ -154,30 +197,15 @@ def _and_name(query: Query, name: str) -> FieldSelector:
     return FieldSelector(query.fields.terms + (Term("metadata.name", name),))
 
 
-_DIGESTS: dict[tuple, str] = {}  # what an ETag names besides the version, per request shape
-_DIGESTS_KEPT = 4096
-
-
-def _etag(request: Request, entry: ResourceCache, accept: Accept, selection: Selection) -> str:
-    scope = request.scope
-    shape = (scope["path"], scope.get("query_string", b""), accept.kind, accept.table_version,
-             accept.as_kind, selection.partition)
-    digest = _DIGESTS.get(shape)
-    if digest is None:
-        digest = hashlib.blake2b(
-            f"{shape[0]}?{shape[1].decode('latin-1')}|{accept.kind}{accept.table_version}"
-            f"{accept.as_kind}|{selection.partition}".encode(), digest_size=8).hexdigest()
-        if len(_DIGESTS) >= _DIGESTS_KEPT:  # hostile variety must not grow memory
-            _DIGESTS.clear()
-        _DIGESTS[shape] = digest
-    return f'"{entry.hub.id}-{entry.resource_version()}-{digest}"'
+def _etag(entry: ResourceCache, reading: Reading) -> str:
+    return f'"{entry.hub.id}-{entry.resource_version()}-{reading.digest}"'
 
 
 async def _finish(request: Request, body: bytes, etag: str | None = None) -> Response:
     headers = {"Cache-Control": "no-cache, private"}
     if etag is not None:
         headers["ETag"] = etag
-    if len(body) > _GZIP_ABOVE and _wants_gzip(request):
+    if len(body) > GZIP_ABOVE and _wants_gzip(request):
         body = await run_blocking(gzip.compress, body, 1)
         headers["Content-Encoding"] = "gzip"
         headers["Vary"] = "Accept-Encoding"
@@ -235,35 +263,34 @@ async def select_consistent(entry: ResourceCache, selection: Selection,
             str(entry.hub.rv), False)
 
 
-async def _list(request: Request, entry: ResourceCache, selection: Selection, query: Query,
-                accept: Accept) -> Response:
-    etag = _etag(request, entry, accept, selection)
-    if request.headers.get("if-none-match") == etag:
+async def _list(request: Request, entry: ResourceCache, shape: Shape, reading: Reading,
+                if_none_match: str | None, gzip_ok: bool) -> Response:
+    query, accept, selection = shape.query, shape.accept, reading.selection
+    etag = _etag(entry, reading)
+    if if_none_match == etag:
         return Response(status_code=304, headers={"ETag": etag})
     dashboard = bool(query.view_text)
-    partition = selection.partition
-    fingerprint = f"{entry.resource.gvr}|{selection.namespace}|{query.label_text}|{query.field_text}"
-    if dashboard or partition:  # what else makes the answer: kept results and tokens are its
-        fingerprint += f"|{query.view_text}|{partition}"
+    fingerprint = reading.fingerprint
     answer_key = None
     if dashboard and accept.kind == "json":
         # a dashboard's refresh while nothing changed: the answer it got last time
         version = entry.generic.informer().settled_version()
-        answer_key = (fingerprint, query.continue_key, query.limit, _wants_gzip(request))
+        answer_key = (fingerprint, query.continue_key, query.limit, gzip_ok)
         kept = entry.queries.answer(answer_key, version) if version else None
         if kept is not None:
             return _kept_answer(kept, etag)
     list_key = tick = None
     if not dashboard and accept.kind in ("json", "meta"):
         # an answer kept while its buckets are unchanged (app.cache.kept_lists)
-        list_key = (fingerprint, accept.kind, accept.table_version, accept.as_kind,
-                    query.fields_text, query.continue_key, query.limit)
+        list_key = reading.list_key
         kept_list = entry.lists.get(list_key)
-        if kept_list is not None and (len(kept_list.whole) <= _GZIP_ABOVE
-                                      or not _wants_gzip(request)):
-            answer = _kept_list(entry, accept, list_key, kept_list, etag)
-            if answer is not None:
-                return answer
+        if kept_list is not None and (len(kept_list.whole) <= GZIP_ABOVE or not gzip_ok):
+            versions = entry.lists.current(kept_list, (entry,))
+            if versions is not None:
+                version = versions[0]
+                head = (list_head(entry.resource, accept, version, kept_list.token,
+                                  kept_list.remaining) if version != kept_list.version else b"")
+                return KeptBody(entry.lists.renewed(list_key, kept_list, version, head), etag)
         tick = entry.indexer.thread_safe_store.tick  # before the read: see unchanged_since
     objects, rv, from_store = await select_consistent(entry, selection, filtered=not dashboard)
     if not from_store:
@@ -303,7 +330,7 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
                                   include=query.include_object, resource_version=rv,
                                   continue_token=token, remaining=remaining)
         return await _finish(request, body, etag)
-    head = _list_head(entry, accept, rv, token, remaining)
+    head = list_head(entry.resource, accept, rv, token, remaining)
     if accept.kind == "meta":
         version = accept.table_version
         items = (await run_bulk(lambda: [partial(o.raw, version) for o in objects])
@@ -314,17 +341,13 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
     else:
         items = [o.raw for o in objects]
     length = list_length(head, items, _TAIL)
-    compressed = length > _GZIP_ABOVE and _wants_gzip(request)
+    compressed = length > GZIP_ABOVE and gzip_ok
     if list_key is not None and tick is not None and not compressed:
         # (a compressed answer is never sent from a kept one: an uncompressed ask keeps it)
-        store = entry.indexer.thread_safe_store
-        index, values = selection.read_from(entry.indexer)
-        if entry.lists.worth_keeping(list_key, length, tick,
-                                     lambda t: store.unchanged_since(t, index, values)):
+        marks = (Mark.of(entry, tick, selection),)
+        if entry.lists.worth_keeping(list_key, length, marks):
             whole = joined(head, items)
-            entry.lists.keep(list_key, KeptList(tick, index, values, rv, whole,
-                                                (len(head), len(whole) - len(_TAIL)),
-                                                token, remaining))
+            entry.lists.keep(list_key, KeptList.of(marks, rv, head, whole, token, remaining))
             return KeptBody((whole,), etag)
     headers = {"Cache-Control": "no-cache, private", "ETag": etag}
     if answer_key is not None and length <= KEEP_ANSWERS_BELOW:
@@ -342,30 +365,6 @@ async def _list(request: Request, entry: ResourceCache, selection: Selection, qu
 
 def _key(obj: EncodedObject) -> str:
     return obj.key
-
-
-def _list_head(entry: ResourceCache, accept: Accept, version: str, token: str,
-               remaining: int | None) -> bytes:
-    """A JSON list's envelope up to its first item."""
-    kind, api_version = answer_type(entry.resource, accept, listing=True)
-    return (b'{"apiVersion":' + orjson.dumps(api_version) + b',"kind":' + orjson.dumps(kind)
-            + b',"metadata":' + orjson.dumps(list_metadata(version, token, remaining))
-            + b',"items":[')
-
-
-def _kept_list(entry: ResourceCache, accept: Accept, key: tuple, kept: KeptList,
-               etag: str) -> KeptBody | None:
-    """The kept answer at the version the store is exactly at, if nothing it was read from
-    was written since (else ``None``: read it again)."""
-    store = entry.indexer.thread_safe_store
-    unchanged, version = entry.generic.informer().read_consistently(
-        lambda: store.unchanged_since(kept.tick, kept.index, kept.values))
-    if not unchanged or not version:
-        return None
-    entry.lists.hits += 1
-    head = (_list_head(entry, accept, version, kept.token, kept.remaining)
-            if version != kept.version else b"")
-    return KeptBody(entry.lists.renewed(key, kept, version, head), etag)
 
 
 def _kept_answer(kept: tuple[bytes, dict[str, str]], etag: str) -> Response:

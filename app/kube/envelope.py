@@ -22,15 +22,19 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import orjson
 from starlette.responses import Response
 
 from app.bridge import run_blocking
+from app.kube.partial import answer_type
 
-__all__ = ["CHUNK", "JOIN_BELOW", "LIST_TAIL", "HeadWithBody", "KeptBody", "ListBody",
-           "MadeListBody", "StoredBody", "joined", "list_length", "list_metadata"]
+__all__ = ["CHUNK", "GZIP_ABOVE", "JOIN_BELOW", "LIST_TAIL", "HeadWithBody", "KeptBody",
+           "ListBody", "MadeListBody", "StoredBody", "joined", "list_head", "list_length",
+           "list_metadata"]
 
 CHUNK = 256 * 1024  # a slice of a large answer
 JOIN_BELOW = 1024 * 1024  # answers up to this size go out in one write
+GZIP_ABOVE = 128 * 1024  # answers up to this size go out uncompressed, whatever is accepted
 
 
 def list_metadata(resource_version: str, continue_token: str = "",
@@ -47,6 +51,16 @@ def list_metadata(resource_version: str, continue_token: str = "",
 
 
 LIST_TAIL = b"]}"  # a JSON list's end, after its last item
+
+
+def list_head(resource: Any, accept: Any, version: str, token: str = "",
+              remaining: int | None = None) -> bytes:
+    """A JSON list's envelope up to its first item: the list of ``resource`` (or the
+    metadata form's list, when ``accept`` asks for it) at ``version``."""
+    kind, api_version = answer_type(resource, accept, listing=True)
+    return (b'{"apiVersion":' + orjson.dumps(api_version) + b',"kind":' + orjson.dumps(kind)
+            + b',"metadata":' + orjson.dumps(list_metadata(version, token, remaining))
+            + b',"items":[')
 
 
 def joined(head: bytes, items: list[bytes], tail: bytes = LIST_TAIL) -> bytes:

@@ -245,9 +245,9 @@ def test_an_answer_kept_again_is_charged_once():
     memory = QueryMemory(limit=10 * 1024 * 1024)
     lists = KeptLists(memory)
     for n in range(20):
-        lists.keep("key", KeptList(n, None, (), str(n), b"x" * 1000, (0, 1000), "", None))
+        lists.keep("key", KeptList((), str(n), b"x" * 1000, (0, 1000), "", None))
     assert len(lists) == 1 and 1000 <= memory.used < 2000
-    lists.keep("other", KeptList(0, None, (), "0", b"y" * 500, (0, 500), "", None))
+    lists.keep("other", KeptList((), "0", b"y" * 500, (0, 500), "", None))
     assert 1500 <= memory.used < 2500
     lists.clear()
     assert memory.used == 0

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from app.http.asgi import GatewayApp, is_resource_path, route_label
 from app.http.metrics import Metrics
+from app.kube.shapes import RequestShapes
 from tests.app.conftest import run_gateway
 
 
@@ -36,6 +37,8 @@ def test_latency_route_labels_are_few_and_never_the_path(path, label):
 
 
 class _BrokenCache:
+    factory = types.SimpleNamespace(discovery=types.SimpleNamespace(view=None))
+
     async def resolve(self, target):
         raise RuntimeError("boom")
 
@@ -43,7 +46,7 @@ class _BrokenCache:
 def _app_with_broken_cache() -> GatewayApp:
     api = FastAPI()
     metrics = Metrics(lambda: {})
-    cluster = types.SimpleNamespace(caches=_BrokenCache())
+    cluster = types.SimpleNamespace(caches=_BrokenCache(), shapes=RequestShapes())
     api.state.gateway = types.SimpleNamespace(default=cluster, metrics=metrics)
     return GatewayApp(api)
 
@@ -64,7 +67,8 @@ def test_an_unexpected_error_on_the_hot_path_is_a_500_status_and_is_timed(caplog
     assert orjson.loads(answer.content)["reason"] == "InternalError"
     assert "boom" in caplog.text
     latency = app.state.gateway.metrics.latency
-    assert latency.labels("resource", "500")._sum.get() > 0
+    count, seconds = latency.observed("resource", 500)
+    assert count == 1 and seconds > 0
 
 
 def test_a_resource_request_before_start_up_is_a_503_status():

@@ -43,3 +43,33 @@ def test_reviews_the_api_server_could_not_answer_are_counted_per_cluster_and_kin
               for s in f.samples if s.name == "kcg_reviews_failed_total"}
     assert failed == {(("cluster", "default"), ("review", "access")): 1.0,
                       (("cluster", "default"), ("review", "token")): 1.0}
+
+
+def test_request_latencies_are_exposed_as_prometheus_clients_own_histogram_would_be():
+    """The lock-free latency histogram, fed the same times as prometheus_client's own
+    ``Histogram``, exposes the same buckets (cumulative, ``le`` as Go writes it), count and
+    sum, per route and code — bounds included: a time equal to a bound counts under it."""
+    from prometheus_client import CollectorRegistry, Histogram, generate_latest
+
+    from app.http.metrics import _BUCKETS, Latencies
+
+    ours, theirs = CollectorRegistry(), CollectorRegistry()
+    latencies = Latencies()
+    ours.register(latencies)
+    reference = Histogram(Latencies.NAME, "Time to the first byte of the answer, by route and "
+                          "code", ["route", "code"], buckets=_BUCKETS, registry=theirs)
+    times = [0.0, 0.0001, 0.0005, 0.0007, 0.001, 0.003, 0.05, 0.2, 1.0, 3.0, 10.0, 42.0]
+    for n, seconds in enumerate(times):
+        route, status = ("resource", 200) if n % 3 else ("discovery", 404)
+        latencies.observe(route, status, seconds)
+        reference.labels(route, str(status)).observe(seconds)
+
+    def samples(registry: CollectorRegistry) -> set:
+        text = generate_latest(registry).decode()
+        return {(s.name, tuple(sorted(s.labels.items())), round(s.value, 9))
+                for family in text_string_to_metric_families(text) for s in family.samples
+                if not s.name.endswith("_created")}
+
+    assert samples(ours) == samples(theirs)
+    assert latencies.observed("resource", 200) == (8, sum(t for n, t in enumerate(times) if n % 3))
+    assert latencies.observed("resource", 500) == (0, 0.0)
