@@ -105,7 +105,7 @@ async def resource_endpoint(request: Request) -> Response:
     if shape.target.name is not None:
         response = _get(request, entry, shape.target, shape.accept, query)
     else:
-        response = await _list(request, entry, shape, reading, if_none_match, gzip_ok)
+        response = await _list(entry, shape, reading, if_none_match, gzip_ok)
     since = caches.stale_since(entry)
     if since is not None:  # not following the API server: say how old this may be
         response.raw_headers.extend((k.lower().encode(), v.encode()) for k, v in
@@ -201,19 +201,15 @@ def _etag(entry: ResourceCache, reading: Reading) -> str:
     return f'"{entry.hub.id}-{entry.resource_version()}-{reading.digest}"'
 
 
-async def _finish(request: Request, body: bytes, etag: str | None = None) -> Response:
+async def _finish(body: bytes, etag: str | None, gzip_ok: bool) -> Response:
     headers = {"Cache-Control": "no-cache, private"}
     if etag is not None:
         headers["ETag"] = etag
-    if len(body) > GZIP_ABOVE and _wants_gzip(request):
+    if len(body) > GZIP_ABOVE and gzip_ok:
         body = await run_blocking(gzip.compress, body, 1)
         headers["Content-Encoding"] = "gzip"
         headers["Vary"] = "Accept-Encoding"
     return Response(body, media_type="application/json", headers=headers)
-
-
-def _wants_gzip(request: Request) -> bool:
-    return "gzip" in request.headers.get("accept-encoding", "")
 
 
 def _get(request: Request, entry: ResourceCache, target: ResourcePath, accept: Accept,
@@ -263,7 +259,7 @@ async def select_consistent(entry: ResourceCache, selection: Selection,
             str(entry.hub.rv), False)
 
 
-async def _list(request: Request, entry: ResourceCache, shape: Shape, reading: Reading,
+async def _list(entry: ResourceCache, shape: Shape, reading: Reading,
                 if_none_match: str | None, gzip_ok: bool) -> Response:
     query, accept, selection = shape.query, shape.accept, reading.selection
     etag = _etag(entry, reading)
@@ -299,7 +295,7 @@ async def _list(request: Request, entry: ResourceCache, shape: Shape, reading: R
     if dashboard:
         result = await entry.queries.result(objects, query, fingerprint, rv)
         if result.summary is not None:
-            response = await _finish(request, result.summary, etag)
+            response = await _finish(result.summary, etag, gzip_ok)
             if answer_key is not None:
                 entry.queries.keep_answer(answer_key, rv, response.body, response.headers)
             return response
@@ -329,7 +325,7 @@ async def _list(request: Request, entry: ResourceCache, shape: Shape, reading: R
                                   table_version=accept.table_version,
                                   include=query.include_object, resource_version=rv,
                                   continue_token=token, remaining=remaining)
-        return await _finish(request, body, etag)
+        return await _finish(body, etag, gzip_ok)
     head = list_head(entry.resource, accept, rv, token, remaining)
     if accept.kind == "meta":
         version = accept.table_version
@@ -353,7 +349,7 @@ async def _list(request: Request, entry: ResourceCache, shape: Shape, reading: R
     if answer_key is not None and length <= KEEP_ANSWERS_BELOW:
         body = head + b",".join(items) + _TAIL
         if compressed:
-            response = await _finish(request, body, etag)
+            response = await _finish(body, etag, gzip_ok)
         else:
             response = Response(body, media_type="application/json", headers=headers)
         entry.queries.keep_answer(answer_key, rv, response.body, response.headers)
