@@ -67,7 +67,10 @@ def test_relist_turns_missed_deletions_into_tombstones_and_changes_into_updates(
     assert ("update", "change", "2", "5") in after
     assert ("add", "new", False) in after
     assert not any(c[1] == "keep" for c in after), "an unchanged object must not be re-sent"
-    tombstone = next(o for o in received if isinstance(o, DeletedFinalStateUnknown))
+    # Each listener is served on its own thread: the second one's tombstone may come later.
+    def tombstones():
+        return [o for o in received if isinstance(o, DeletedFinalStateUnknown)]
+    tombstone = wait_until(tombstones, message="tombstone for the second handler")[0]
     assert tombstone.key == "ns/gone" and tombstone.obj["metadata"]["name"] == "gone"
     assert names(informer) == ["change", "keep", "new"]
 
