@@ -32,6 +32,7 @@ from app.auth.policy import ResourcePolicy
 from app.auth.review_budget import AccessBudget
 from app.bridge import run_blocking
 from app.cache.kept_lists import KeptLists
+from app.cache.signal import Signal
 from app.clusters.cluster import Cluster
 from app.clusters.config import ClusterSpec, default_of
 from app.clusters.connect import why_not_connected
@@ -110,7 +111,7 @@ class Gateway:
         # merged streams follow the clusters as they come and go: each counts the changes
         # and is woken by one (``app.streams.merged``)
         self.clusters_version = 0
-        self.clusters_changed: set[asyncio.Event] = set()
+        self.clusters_changed: set[Signal] = set()  # merged streams' wake-ups
         self.loop: asyncio.AbstractEventLoop | None = None
         self._sizing: asyncio.Task | None = None
         limiter = self.limiter

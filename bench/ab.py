@@ -33,9 +33,12 @@ def main() -> None:
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path, nargs="?", default=Path.cwd())
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--queries", nargs="+", default=[q.name for q in QUERIES],
+                        choices=[q.name for q in QUERIES], help="only these (default: all)")
     parser.add_argument("--authz", action="store_true",
                         help="both gateways with --authz kubernetes, wrk with a token")
     args = parser.parse_args()
+    queries = [q for q in QUERIES if q.name in args.queries]
     here = Path.cwd()
     with LocalCluster() as cluster, tempfile.TemporaryDirectory() as tmp:
         seed(KubeAPI.for_cluster(cluster), pods=10_000, configmaps=0, log=lambda *a: None)
@@ -50,7 +53,7 @@ def main() -> None:
         runs: dict = {}
         try:
             for r in range(2):
-                for query in QUERIES:
+                for query in queries:
                     for side, gateway in gateways.items():
                         for conns in (1, 8):
                             if r == 0:
@@ -64,7 +67,7 @@ def main() -> None:
                 gateway.stop()
     print("| query | conns | before req/s | after req/s | after ÷ before |")
     print("|---|---:|---:|---:|---:|")
-    for query in QUERIES:
+    for query in queries:
         for conns in (1, 8):
             before = statistics.median(runs[(query.name, conns, "before")])
             after = statistics.median(runs[(query.name, conns, "after")])

@@ -84,7 +84,7 @@ def machine_state() -> dict[str, list[str]]:
         return sorted(line for line in done.stdout.splitlines()
                       if line and not line.startswith("#"))
 
-    rules = [re.sub(r"\[\d+:\d+\]", "", line) for line in lines("iptables-save")]
+    rules = _iptables(subprocess.run(["iptables-save"], capture_output=True, text=True).stdout)
     mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
     processes = []
     for entry in Path("/proc").iterdir():
@@ -103,6 +103,31 @@ def machine_state() -> dict[str, list[str]]:
             "processes": sorted(processes),
             "state": sorted(str(p) for p in _MACHINE_PATHS if p.exists()),
             "settings": [f"{s}={node_network._read(s)}" for s in node_network.SETTINGS]}
+
+
+_BUILT_IN = {"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"}
+
+
+def _iptables(saved: str) -> list[str]:
+    """``iptables-save``'s lines, sorted, counters left out, and with no table that holds
+    nothing: a table the kernel loaded once (when a node first wrote to it) stays listed
+    after its rules are gone, with only its built-in chains at ``ACCEPT``, which is what
+    a machine without it does."""
+    kept: list[str] = []
+    table: list[str] = []
+    for line in saved.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        line = re.sub(r"\[\d+:\d+\]", "", line)
+        table.append(line)
+        if line == "COMMIT":
+            empty = all(entry.startswith("*") or entry == "COMMIT" or (
+                entry.startswith(":") and entry.split()[0][1:] in _BUILT_IN
+                and entry.split()[1] == "ACCEPT") for entry in table)
+            if not empty:
+                kept += table
+            table = []
+    return sorted(kept + table)
 
 
 class LocalNode:

@@ -53,6 +53,7 @@ from typing import Any
 
 import orjson
 
+from app.cache.signal import Signal
 from app.kube.status import StatusError
 from app.query.projection import Projection
 from app.query.selection import Selection
@@ -244,8 +245,7 @@ class Subscriber:
     """
 
     def __init__(self, selection: Selection, max_queue: int, client: str = "",
-                 wakeup: asyncio.Event | None = None,
-                 fell_behind: asyncio.Event | None = None) -> None:
+                 wakeup: Signal | None = None, fell_behind: Signal | None = None) -> None:
         """``wakeup`` and ``fell_behind``: shared by the subscribers of one stream over
         several hubs (a merged stream waits for any of them)."""
         self.selection = selection
@@ -254,11 +254,12 @@ class Subscriber:
         self.hub: EventHub | None = None  # set by EventHub.subscribe
         self._cursor = -1  # the last event the stream has, when events wait after it (-1: none)
         self._pending = 0  # matching events waiting after the cursor
-        self._wakeup = wakeup or asyncio.Event()
+        self._wakeup = wakeup or Signal()
         self.overflowed = False
         # set with overflowed: the stall watch starts
-        self.fell_behind = fell_behind or asyncio.Event()
+        self.fell_behind = fell_behind or Signal()
         self.closed = False
+        self.hung_up = False  # the client went away: the stream ends, with nobody to tell
         self.error: StatusError | None = None  # the stream's last word, when it has one
         # where events go without waking the stream (its connection), while its task allows:
         # takes a batch, says whether it took it (see ``offer``)
@@ -363,11 +364,9 @@ class Subscriber:
 
     async def next_batch(self, timeout: float | None) -> list[tuple[Event, str]]:
         """Wait up to ``timeout`` for events; return what waits (maybe nothing)."""
-        if self._cursor < 0 and not self.overflowed and not self.closed:
+        if self._cursor < 0 and not (self.overflowed or self.closed or self.hung_up):
             self._wakeup.clear()
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
-            except asyncio.TimeoutError:
+            if not await self._wakeup.wait(timeout):
                 return []
         return self.take()
 
@@ -395,6 +394,12 @@ class Subscriber:
         self.closed = True
         self.sink = None
         self.error = error
+        self._wakeup.set()
+
+    def hang_up(self) -> None:
+        """The client's connection is gone (``StreamBody``): end the stream now."""
+        self.hung_up = True
+        self.sink = None
         self._wakeup.set()
 
 

@@ -52,6 +52,7 @@ from starlette.responses import Response, StreamingResponse
 
 from app.cache.answer_age import warning_header
 from app.cache.hub import Event, EventHub, Subscriber, parse_rv
+from app.cache.signal import Signal
 from app.cache.requested_version import FRESHNESS_WAIT, fresh_enough
 from app.clusters.merging import CLUSTER_ANNOTATION, encode_versions, tagged, tagged_dict
 from app.kube.partial import answer_type, partial
@@ -118,9 +119,10 @@ class MergedStream:
             may &= set(names)
         self.resume: dict[str, str] = {n: at for n, at in (resume or {}).items() if n in may}
         self.resumed = resume is not None
-        self.wakeup = asyncio.Event()
-        self.fell_behind = asyncio.Event()  # set with any member's overflow: StreamBody's cut-off
-        self.finished = False  # the stream's last words were said (a watch's 410)
+        self.wakeup = Signal()
+        self.fell_behind = Signal()  # set with any member's overflow: StreamBody's cut-off
+        self.finished = False
+        self.hung_up = False  # the client went away (StreamBody): nobody to tell  # the stream's last words were said (a watch's 410)
         self._attaching: asyncio.Task | None = None
         self._next_try = 0.0
         self._seen_clusters = -1
@@ -314,10 +316,12 @@ class MergedStream:
         gateway.clusters_changed.add(self.wakeup)
         try:
             for chunk in first:
+                if self.hung_up:
+                    return
                 yield chunk
             if self.finished:
                 return
-            while not closing.is_set():
+            while not closing.is_set() and not self.hung_up:
                 now = time.monotonic()
                 if self._attaching is not None and self._attaching.done():
                     reached = self._taken()
@@ -334,6 +338,8 @@ class MergedStream:
                             return
                         yield self.let_go(member)
                 idle = await self._wait(now, deadline)
+                if self.hung_up:
+                    return
                 for member in list(self.members.values()):
                     batch = member.subscriber.take()
                     if batch:
@@ -356,7 +362,8 @@ class MergedStream:
                 due = fmt.tick(self, now, idle)
                 if due:
                     yield due
-            yield fmt.ended("shutdown")
+            if not self.hung_up:
+                yield fmt.ended("shutdown")
         finally:
             gateway.clusters_changed.discard(self.wakeup)
             if self._attaching is not None:
@@ -367,6 +374,11 @@ class MergedStream:
                     member.checking.cancel()
             gateway.limiter.release(self.client)
             gateway.metrics.stream_closed(fmt.name)
+
+    def hang_up(self) -> None:
+        """The client's connection is gone (``StreamBody``): end the stream now."""
+        self.hung_up = True
+        self.wakeup.set()
 
     def _recheck(self, member: Member, now: float) -> StatusError | None:
         """Check ``member``'s access again when its decision has expired: in the background,
@@ -405,9 +417,7 @@ class MergedStream:
                  else None, *(m.recheck for m in self.members.values() if m.checking is None)]
         waits = [t - now for t in times if t is not None and t != math.inf]
         self.wakeup.clear()
-        try:
-            await asyncio.wait_for(self.wakeup.wait(), max(0.0, min(waits)) if waits else None)
-        except asyncio.TimeoutError:
+        if not await self.wakeup.wait(max(0.0, min(waits)) if waits else None):
             return True
         return not any(m.subscriber.waiting for m in self.members.values())
 

@@ -34,9 +34,18 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CYCLE_KEY", "Wire"]
+__all__ = ["CYCLE_KEY", "LOST_KEY", "Wire", "cycle_of"]
 
 CYCLE_KEY = "kcg.cycle"  # the scope extension the gateway's protocol sets
+# the scope extension a streaming response may set: called, with no arguments, when the
+# connection is lost (by the gateway's protocol; see ``app.streams.pipeline.StreamBody``)
+LOST_KEY = "kcg.lost"
+
+
+def cycle_of(scope: dict) -> Any:
+    """The request's cycle, when the gateway's own protocol serves it, else ``None``."""
+    ref = (scope.get("extensions") or {}).get(CYCLE_KEY)
+    return ref() if ref is not None else None
 
 # The last piece framed as a chunk, and its chunk: one dispatch writes the same bytes to
 # every stream of a selection, one after another, so it is framed once for all of them.
@@ -57,8 +66,7 @@ class Wire:
     @classmethod
     def of(cls, scope: dict) -> Wire | None:
         """The wire of a request whose response head has gone out, else ``None``."""
-        ref = (scope.get("extensions") or {}).get(CYCLE_KEY)
-        cycle = ref() if ref is not None else None
+        cycle = cycle_of(scope)
         if cycle is None or scope.get("method") == "HEAD" or not cycle.response_started:
             return None
         return cls(cycle)

@@ -11,6 +11,7 @@ admitted here, never shown to hold.
 from __future__ import annotations
 
 import json
+import socket
 import ssl
 import subprocess
 import threading
@@ -73,10 +74,23 @@ class Release:
         return _api(self.node, f"/api/v1/namespaces/{self.namespace}/pods?labelSelector="
                                f"app.kubernetes.io/instance={self.name}")["items"]
 
-    def service_url(self) -> str:
+    def service_url(self, within: float = 30.0) -> str:
+        """The Service's address, once it takes connections. kube-proxy writes a new
+        Service's rules on its own schedule, after its pods are Ready: until then it rejects
+        connections to it ("connection refused"), so ``helm install --wait`` having returned
+        is not enough (seen on a loaded machine)."""
         service = _api(self.node, f"/api/v1/namespaces/{self.namespace}/services/"
                                   f"{self.fullname}")
-        return f"http://{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}"
+        host, port = service["spec"]["clusterIP"], service["spec"]["ports"][0]["port"]
+        deadline = time.monotonic() + within
+        while True:
+            try:
+                socket.create_connection((host, port), timeout=5).close()
+                return f"http://{host}:{port}"
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
 
 def install(node, *values: str, name: str = "", prepare=None) -> Release:
@@ -665,6 +679,7 @@ def slow_outcomes(node):
         rotated = _rotate_a_token(node)
     except BaseException:
         stuck[2].kill()
+        stuck[2].wait()
         uninstall(stuck[0])
         raise
     try:

@@ -264,7 +264,8 @@ def test_a_merged_list_names_a_cluster_whose_cache_is_not_following(tmp_path):
     with run_fake_clusters(fakes, tmp_path / "clusters.yaml") as gw:
         url = "/clusters/*" + CM.format(ns="apps")
         assert "warning" not in httpx.get(gw.url + url).headers
-        gw.gateway.clusters["b"].caches.stale_since = lambda entry: time.time() - 42
+        since = time.time() - 42  # one moment: both answers name the same second
+        gw.gateway.clusters["b"].caches.stale_since = lambda entry: since
         own = httpx.get(gw.url + "/clusters/b" + CM.format(ns="apps"))
         merged = httpx.get(gw.url + url)
         assert _items(merged) == [("a", "apps", "a1"), ("b", "apps", "b1")]

@@ -412,3 +412,26 @@ def test_rights_lost_in_one_cluster_let_it_go_and_rights_regained_take_it_back(t
             assert not reader.ended(0.1)
         finally:
             reader.close()
+
+
+def test_a_merged_stream_ends_when_its_client_goes_with_no_heartbeat_due(tmp_path):
+    """As a cluster's own stream: the gateway's protocol tells it (``StreamBody``); no task
+    listens for the client, and no heartbeat comes to find the connection gone."""
+    import socket
+
+    fakes = {"a": _fake("a1"), "b": _fake("b1")}
+    with run_fake_clusters(fakes, tmp_path / "clusters.yaml", heartbeat_interval=3600.0,
+                           bookmark_interval=3600.0) as gw:
+        host, port = gw.url.removeprefix("http://").split(":")
+        conn = socket.create_connection((host, int(port)), timeout=10)
+        conn.sendall(f"GET {MERGED}?watch=true HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        data = b""
+        while data.count(b'"ADDED"') < 2:
+            more = conn.recv(65536)
+            assert more, data
+            data += more
+        assert gw.gateway.limiter.open == 1
+        conn.close()
+        wait_until(lambda: gw.gateway.limiter.open == 0, 3, message="the merged stream to end")
+        assert not any(e.hub.subscribers for c in gw.gateway.clusters.values()
+                       for e in c.caches.entries().values())

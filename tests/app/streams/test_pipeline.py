@@ -12,6 +12,7 @@ import pytest
 from app.bridge import call_on_loop
 from tests.app.conftest import run_gateway
 from tests.app.readers import LineReader, _changes, events, sse_events
+from tests.helpers import wait_until
 
 
 @pytest.fixture
@@ -324,3 +325,41 @@ def test_a_stalled_stream_is_cut_off_whatever_asgi_version_the_server_speaks(spe
         return asyncio.get_running_loop().time() - began
 
     assert 0.25 < asyncio.run(scenario()) < 2
+
+
+def test_a_stream_has_no_task_but_its_requests_and_ends_when_its_client_goes(backend, namespace):
+    """Thousands of streams are thousands of tasks, their frames and their timers: a stream
+    served by the gateway's protocol adds none of its own, and needs none to learn that its
+    client went away (no heartbeat is due for an hour here; only the protocol can tell it)."""
+    import asyncio
+    import socket
+
+    with run_gateway(backend, heartbeat_interval=3600.0, bookmark_interval=3600.0) as gw:
+        host, port = gw.url.removeprefix("http://").split(":")
+        first = httpx.get(f"{gw.url}/api/v1/namespaces/{namespace}/configmaps")  # loaded
+        assert first.status_code == 200
+
+        async def count() -> int:
+            return len(asyncio.all_tasks())
+
+        def tasks() -> int:  # on the loop; the counting task counts itself both times
+            return asyncio.run_coroutine_threadsafe(count(), gw.gateway.loop).result(5)
+
+        before = tasks()
+        conns = []
+        for _ in range(20):
+            conn = socket.create_connection((host, int(port)), timeout=10)
+            conn.sendall(f"GET /api/v1/namespaces/{namespace}/configmaps HTTP/1.1\r\n"
+                         f"Host: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n".encode())
+            data = b""
+            while b"SYNCED" not in data:
+                more = conn.recv(65536)
+                assert more, data
+                data += more
+            conns.append(conn)
+        gw.wait_streams(20)
+        assert tasks() - before == 20, "one task a stream: the request's own"
+        for conn in conns:
+            conn.close()
+        gw.wait_streams(0, timeout=3)
+        wait_until(lambda: gw.gateway.limiter.open == 0, 3, message="every slot freed")

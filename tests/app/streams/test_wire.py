@@ -17,12 +17,13 @@ import uvicorn
 
 from app.http.limits import guarded_protocol
 from app.settings import Settings
-from app.streams.wire import CYCLE_KEY, Wire
+from app.streams.wire import CYCLE_KEY, LOST_KEY, Wire, cycle_of
 from control_plane.cluster import free_port
 from tests.helpers import wait_until
 
 
 _plain_cycles: list = []  # what /plain requests found in their scope
+_told: list[float] = []  # when /told requests were told their client had gone
 
 
 async def _app(scope, receive, send):
@@ -37,6 +38,15 @@ async def _app(scope, receive, send):
         _plain_cycles.append(scope["extensions"][CYCLE_KEY])
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"plain"})
+        return
+    if scope["path"] == "/told":  # an answer that never ends, told when its client goes
+        import asyncio
+        gone = asyncio.Event()
+        scope["extensions"][LOST_KEY] = gone.set
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"open", "more_body": True})
+        await gone.wait()  # nothing listens to receive(): only the protocol can say it
+        _told.append(time.monotonic())
         return
     early = Wire.of(scope)  # before the head: no wire yet
     await send({"type": "http.response.start", "status": 200,
@@ -156,3 +166,22 @@ def test_an_answered_request_is_freed_without_the_garbage_collector(server):
                    message="the request's cycle to be freed by reference counting alone")
     finally:
         gc.enable()
+
+
+def test_the_protocol_tells_an_open_answer_that_its_client_went_away(server):
+    """What a stream's end rests on when no task listens for the client (``StreamBody``)."""
+    host, port = server.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(b"GET /told HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = b""
+        while b"open" not in data:
+            data += conn.recv(65536)
+        assert not _told
+    closed = time.monotonic()
+    wait_until(lambda: _told, 5, message="the answer to be told")
+    assert _told[0] - closed < 1.0
+
+
+def test_a_cycle_is_found_only_under_the_gateways_protocol():
+    assert cycle_of({"type": "http", "extensions": {}}) is None
+    assert cycle_of({"type": "http"}) is None
