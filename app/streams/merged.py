@@ -121,8 +121,8 @@ class MergedStream:
         self.resumed = resume is not None
         self.wakeup = Signal()
         self.fell_behind = Signal()  # set with any member's overflow: StreamBody's cut-off
-        self.finished = False
-        self.hung_up = False  # the client went away (StreamBody): nobody to tell  # the stream's last words were said (a watch's 410)
+        self.finished = False  # the stream's last words were said (a watch's 410)
+        self.hung_up = False  # the client went away (StreamBody): nobody to tell
         self._attaching: asyncio.Task | None = None
         self._next_try = 0.0
         self._seen_clusters = -1
