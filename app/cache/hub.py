@@ -384,6 +384,13 @@ class Subscriber:
             return []
         return self._select(events, [self.transition(event) for event in events])
 
+    def on_wakeup(self, then: Callable[[], None] | None) -> None:
+        """Call ``then`` when events come to wait or the stream is to end, as a task waiting
+        in ``next_batch`` would wake (a parked stream: ``app.streams.pipeline``); ``None``:
+        no longer."""
+        self._wakeup.clear()
+        self._wakeup.then = then
+
     @property
     def waiting(self) -> bool:
         """Whether events wait, not yet taken (a bookmark now would pass them by)."""

@@ -249,6 +249,15 @@ class GuardedProtocol(HttpToolsProtocol):
         if lost is not None:
             lost()
 
+    def answered(self) -> None:
+        """Go on with a connection whose last answer was served elsewhere (a stream handed
+        over, ``app.streams.handover``), as uvicorn does after any answer: the next head not
+        begun, the keep-alive timer running, reading resumed."""
+        self._head_since = None
+        self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive,
+                                                            self.timeout_keep_alive_handler)
+        self.transport.resume_reading()
+
     def _end_head(self) -> None:
         self._in_head = False
         self._head_since = None

@@ -61,7 +61,8 @@ from app.kube.status import StatusError, status_body
 from app.kube.table import table_bytes
 from app.query.projection import Projection
 from app.query.selection import Selection
-from app.streams.pipeline import RECHECK_AT_MOST_EVERY, StreamBody, pieces
+from app.streams.live import RECHECK_AT_MOST_EVERY, pieces
+from app.streams.pipeline import StreamBody
 from app.streams.watch import INITIAL_EVENTS_END
 from informer_core.encoded import EncodedObject
 

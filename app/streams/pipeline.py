@@ -22,6 +22,9 @@ left off; both are a ``StreamEncoder`` (``app.streams.watch``, ``app.streams.sse
    stops, each with the encoder's last words;
 4. teardown, however the stream ends: unsubscribe, release the slot, count it.
 
+Steps 3 and 4 are a ``LiveStream``'s (``app.streams.live``); this module admits a stream,
+begins it and carries it in its response (``StreamBody``).
+
 Live events reach a client that keeps up without its task: the hub's dispatch writes
 them straight to the connection (``app.streams.wire``) while nothing waits and the
 task is not writing; the task wakes for its timers, events left waiting in the ring
@@ -45,9 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import time
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, Protocol
 
 import anyio
@@ -60,16 +61,14 @@ from app.cache.hub import Event, Subscriber
 from app.kube.request import Query
 from app.query.selection import Selection
 from app.kube.status import StatusError
-from app.streams.wire import CYCLE_KEY, LOST_KEY, Wire
+from app.streams.handover import hand_over
+from app.streams.live import PARK, RECHECK_AT_MOST_EVERY, LiveStream, pieces
+from app.streams.wire import CYCLE_KEY, LOST_KEY
 
-__all__ = ["RECHECK_AT_MOST_EVERY", "StreamBody", "StreamEncoder", "open_stream", "pieces"]
+__all__ = ["StreamBody", "StreamEncoder", "open_stream"]
 
 log = logging.getLogger(__name__)
 
-# A stream's access is checked again when its decision expires, but never more often than
-# this (seconds): with decisions kept briefly, or not at all (--authz-cache-ttl 0), an open
-# stream would otherwise review its caller in a tight loop.
-RECHECK_AT_MOST_EVERY = 2.0
 
 
 class StreamEncoder(Protocol):
@@ -132,85 +131,11 @@ async def open_stream(gateway: Any, cluster: Any, request: Request, grant: Grant
     first, live = encoder.begin(entry, subscriber)
     if live:
         hub.subscribe(subscriber)  # no await since the first state: nothing missed
-    deadline = time.monotonic() + query.timeout_seconds if query.timeout_seconds else None
-    closing = gateway.closing
-    scope = request.scope
-
-    async def stream() -> AsyncIterator[bytes]:
-        granted = grant
-        recheck = max(grant.expires, time.monotonic() + RECHECK_AT_MOST_EVERY)
-        sink = None  # live events straight to the connection (see app.streams.wire)
-        wrote = False  # the sink wrote since the last tick: the stream was not idle
-        try:
-            for chunk in first:
-                if subscriber.hung_up:
-                    return  # nobody to take the rest
-                yield chunk
-            if not live:
-                return
-            wire = Wire.of(scope)  # the head and the first state are out: the connection
-            if wire is not None:
-                def sink(batch: list[tuple[Event, str]]) -> bool:
-                    # a burst larger than one piece goes through the task, which waits for
-                    # the client between pieces: a connection's buffer never holds a burst
-                    nonlocal wrote
-                    if not wire.ready() or not _one_piece(batch):
-                        return False
-                    wire.write(encoder.events(batch))
-                    wrote = True
-                    return True
-            while not closing.is_set() and not subscriber.hung_up:
-                now = time.monotonic()
-                if now >= recheck:
-                    subscriber.sink = None  # nothing more goes out until access is confirmed
-                    try:
-                        # the cluster's authorization now, not the stream's first: it
-                        # follows the identity cluster (a removed one reviews nothing)
-                        granted = await cluster.authorization.reauthorize(granted)
-                    except StatusError as error:
-                        yield encoder.refused(error)
-                        return
-                    recheck = max(granted.expires, now + RECHECK_AT_MOST_EVERY)
-                waits = [t - now for t in (deadline, encoder.next_tick(now), recheck)
-                         if t is not None and t != math.inf]
-                if not subscriber.waiting and not subscriber.overflowed and not subscriber.closed:
-                    subscriber.sink = sink  # nothing waits: what comes may go straight out
-                batch = await subscriber.next_batch(max(0.0, min(waits)) if waits else None)
-                subscriber.sink = None  # what the task writes goes first
-                if subscriber.hung_up:
-                    return  # nobody to tell
-                for piece in pieces(batch):
-                    yield encoder.events(piece)
-                if subscriber.closed and subscriber.error is not None:
-                    yield encoder.refused(subscriber.error)  # its resource or cluster went away
-                    return
-                if subscriber.overflowed or subscriber.closed:
-                    if subscriber.overflowed:
-                        gateway.metrics.stream_cut_off(encoder.name)
-                    last = encoder.ended("behind" if subscriber.overflowed else "unloaded")
-                    if last:
-                        yield last
-                    return
-                now = time.monotonic()
-                if deadline is not None and now >= deadline:
-                    return
-                due = encoder.tick(now, idle=not batch and not wrote)
-                wrote = False
-                if due:
-                    yield due
-            if subscriber.hung_up:
-                return  # nobody to tell
-            last = encoder.ended("shutdown")
-            if last:
-                yield last
-        finally:
-            subscriber.sink = None
-            hub.unsubscribe(subscriber)
-            gateway.limiter.release(client)
-            gateway.metrics.stream_closed(encoder.name)
-
-    return StreamBody(stream(), subscriber, settings.stall_timeout, media_type=encoder.media_type,
-                      headers=encoder.headers)
+    stream = LiveStream(gateway, cluster, hub, subscriber, encoder, grant,
+                        query.timeout_seconds, settings.stall_timeout)
+    return StreamBody(stream.body(first, live, request.scope), subscriber,
+                      settings.stall_timeout, media_type=encoder.media_type,
+                      headers=encoder.headers, live=stream)
 
 
 class StreamBody(StreamingResponse):
@@ -232,7 +157,7 @@ class StreamBody(StreamingResponse):
     """
 
     def __init__(self, content: AsyncIterator[bytes], subscriber: Any, stall_timeout: float,
-                 media_type: str, headers: dict[str, str]) -> None:
+                 media_type: str, headers: dict[str, str], live: LiveStream | None = None) -> None:
         # Starlette's __init__ without its per-response work: a stream's head is one of a
         # few (its encoder's), built once and copied
         self.body_iterator = content
@@ -251,6 +176,8 @@ class StreamBody(StreamingResponse):
         self._stall_timeout = stall_timeout
         self._cycle: Any = None  # a weak reference to the request's cycle, while served on it
         self._stall: asyncio.TimerHandle | None = None
+        self._live = live  # a stream that may be handed its connection (``PARK``)
+        self._connection: Any = None  # the connection it was handed (StreamConnection)
 
     async def stream_response(self, send: Any) -> None:
         """Starlette's, for bytes only; and however it ends, the stream ends now (unsubscribe,
@@ -259,6 +186,10 @@ class StreamBody(StreamingResponse):
             await send({"type": "http.response.start", "status": self.status_code,
                         "headers": self.raw_headers})
             async for chunk in self.body_iterator:
+                if chunk is PARK:
+                    if self._hand_over():
+                        return  # the stream has the connection now; its body goes on there
+                    continue
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
@@ -288,9 +219,23 @@ class StreamBody(StreamingResponse):
         finally:
             # what refers back to the request goes with it: no garbage cycle is left
             extensions.pop(LOST_KEY, None)
-            subscriber.fell_behind.then = None
+            connection = self._connection
+            subscriber.fell_behind.then = None if connection is None else connection.fell_behind
             if self._stall is not None:
                 self._stall.cancel()
+
+    def _hand_over(self) -> bool:
+        """At the stream's ``PARK``: hand it the connection (``app.streams.handover``), if
+        served by the gateway's protocol and the connection can be taken now."""
+        live, ref = self._live, self._cycle
+        if live is None or ref is None:
+            return False
+        connection = hand_over(ref(), live)
+        if connection is None:
+            return False
+        self._connection = connection
+        live.handed_over(connection)
+        return True
 
     def _fell_behind(self) -> None:
         """The subscriber fell behind: if the stream has not ended in time, cut it off."""
@@ -341,24 +286,3 @@ class StreamBody(StreamingResponse):
 
 _HEADS: dict[tuple, list] = {}  # each stream head's raw headers, by its media type and headers
 _HEADS_KEPT = 64  # heads vary by encoder: a handful; past this many, none more is kept
-
-_PIECE = 64 * 1024  # bytes of objects per write: what one stalled reader's buffer may hold
-
-
-def _one_piece(batch: list[tuple[Event, str]]) -> bool:
-    """Whether ``batch`` is no more than one piece (``pieces`` would not split it)."""
-    if len(batch) == 1:
-        return len(batch[0][0].obj.raw) < _PIECE
-    return sum(len(event.obj.raw) for event, _ in batch) < _PIECE
-
-
-def pieces(batch: list[tuple[Event, str]]) -> Iterator[list[tuple[Event, str]]]:
-    """Split a batch into runs of about ``_PIECE`` bytes, so no write joins a whole burst."""
-    start, size = 0, 0
-    for i, (event, _) in enumerate(batch):
-        size += len(event.obj.raw)
-        if size >= _PIECE:
-            yield batch[start:i + 1]
-            start, size = i + 1, 0
-    if start < len(batch):
-        yield batch[start:]

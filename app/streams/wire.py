@@ -10,8 +10,9 @@ do the latter, and so does the gateway once a stream is live: the hub's dispatch
 each event to every subscriber in one pass (``EventHub``), and a subscriber whose stream
 has a ``Wire`` writes its frames to the connection there and then, its task left asleep.
 
-The task still owns everything else: the first state, heartbeats and bookmarks, access
-checks, the end and its last words (``app.streams.pipeline``). Whenever it writes through
+The stream still owns everything else: the first state, heartbeats and bookmarks, access
+checks, the end and its last words (``app.streams.pipeline``); once handed its connection
+(``app.streams.handover``), it writes events through that as through a wire. Whenever it writes through
 ``send`` or checks access it takes the subscriber's sink away, so events wait (in the ring,
 behind the subscriber's cursor) for what it writes; a connection whose buffer is full
 (``write_paused``) takes nothing either, and its events wait until the task, done waiting
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CYCLE_KEY", "LOST_KEY", "Wire", "cycle_of"]
+__all__ = ["CYCLE_KEY", "LOST_KEY", "Wire", "cycle_of", "frame"]
 
 CYCLE_KEY = "kcg.cycle"  # the scope extension the gateway's protocol sets
 # the scope extension a streaming response may set: called, with no arguments, when the
@@ -79,10 +80,12 @@ class Wire:
 
     def write(self, data: bytes) -> None:
         """Send ``data`` as one piece of the body (one chunk, when the body is chunked)."""
-        if self._chunked:
-            global _framed
-            if _framed[0] is not data:
-                _framed = (data, b"%x\r\n%b\r\n" % (len(data), data))
-            self._transport.write(_framed[1])
-        else:
-            self._transport.write(data)
+        self._transport.write(frame(data) if self._chunked else data)
+
+
+def frame(data: bytes) -> bytes:
+    """``data`` framed as one chunk of a chunked body, as uvicorn frames it."""
+    global _framed
+    if _framed[0] is not data:
+        _framed = (data, b"%x\r\n%b\r\n" % (len(data), data))
+    return _framed[1]

@@ -215,7 +215,7 @@ def test_a_stream_whose_reauthorization_cannot_be_made_ends_failing_closed(autho
 def test_an_open_stream_reviews_its_caller_at_most_every_few_seconds(fake, reviewer):
     """With decisions not kept at all (a TTL of 0), an open stream must not review its caller
     in a tight loop: it re-checks when the decision expires, at most every few seconds."""
-    from app.streams.pipeline import RECHECK_AT_MOST_EVERY
+    from app.streams.live import RECHECK_AT_MOST_EVERY
 
     with run_gateway(fake, reviewer=reviewer, authz="kubernetes", authz_cache_ttl=0,
                      authz_deny_cache_ttl=0, authn_cache_ttl=0) as running:

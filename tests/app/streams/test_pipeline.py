@@ -327,10 +327,11 @@ def test_a_stalled_stream_is_cut_off_whatever_asgi_version_the_server_speaks(spe
     assert 0.25 < asyncio.run(scenario()) < 2
 
 
-def test_a_stream_has_no_task_but_its_requests_and_ends_when_its_client_goes(backend, namespace):
-    """Thousands of streams are thousands of tasks, their frames and their timers: a stream
-    served by the gateway's protocol adds none of its own, and needs none to learn that its
-    client went away (no heartbeat is due for an hour here; only the protocol can tell it)."""
+def test_a_settled_stream_has_no_task_and_ends_when_its_client_goes(backend, namespace):
+    """Thousands of streams are thousands of tasks, their frames and their timers: a settled
+    stream served by the gateway's protocol keeps no task at all, not even its request's
+    (``app.streams.handover``), and needs none to learn that its client went away (no
+    heartbeat is due for an hour here; only its connection can tell it)."""
     import asyncio
     import socket
 
@@ -358,7 +359,7 @@ def test_a_stream_has_no_task_but_its_requests_and_ends_when_its_client_goes(bac
                 data += more
             conns.append(conn)
         gw.wait_streams(20)
-        assert tasks() - before == 20, "one task a stream: the request's own"
+        assert tasks() - before == 0, "no task a settled stream: its connection was handed over"
         for conn in conns:
             conn.close()
         gw.wait_streams(0, timeout=3)
