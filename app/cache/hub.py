@@ -10,7 +10,8 @@ One ``EventHub`` per resource lives on the event loop. The informer's single
   every subscriber, for resuming by id (SSE) or resourceVersion (watch);
 - ``subscribers``: each with its selection, and a cursor into the ring while it
   cannot take events (see ``Subscriber``); per-subscriber work is the selector
-  match only, once per group of equal selections.
+  match only, once per group of equal selections; a parked stream's subscriber is
+  written to in a group of those that send the same bytes, one write each (``direct``).
 
 Why a view beside the indexer. The indexer is the informer's, written on its
 thread, a moment ahead of the loop; a stream's first state must be taken at the
@@ -261,6 +262,8 @@ class Subscriber:
         self.closed = False
         self.hung_up = False  # the client went away: the stream ends, with nobody to tell
         self.error: StatusError | None = None  # the stream's last word, when it has one
+        # (key, connection) while written to in a group by the hub (``EventHub.direct``)
+        self.direct: tuple[tuple, Any] | None = None
         # where events go without waking the stream (its connection), while its task allows:
         # takes a batch, says whether it took it (see ``offer``)
         self.sink: Callable[[list[tuple[Event, str]]], bool] | None = None
@@ -352,6 +355,7 @@ class Subscriber:
         return batch
 
     def _fall_behind(self) -> None:
+        self._leave_group()
         self.overflowed = True
         self.sink = None
         self._cursor, self._pending = -1, 0
@@ -384,6 +388,10 @@ class Subscriber:
             return []
         return self._select(events, [self.transition(event) for event in events])
 
+    def _leave_group(self) -> None:
+        if self.direct is not None and self.hub is not None:
+            self.hub.indirect(self)
+
     def on_wakeup(self, then: Callable[[], None] | None) -> None:
         """Call ``then`` when events come to wait or the stream is to end, as a task waiting
         in ``next_batch`` would wake (a parked stream: ``app.streams.pipeline``); ``None``:
@@ -398,6 +406,7 @@ class Subscriber:
 
     def close(self, error: StatusError | None = None) -> None:
         """End the stream: ``error`` is its last word (a resource or cluster that went away)."""
+        self._leave_group()
         self.closed = True
         self.sink = None
         self.error = error
@@ -405,6 +414,7 @@ class Subscriber:
 
     def hang_up(self) -> None:
         """The client's connection is gone (``StreamBody``): end the stream now."""
+        self._leave_group()
         self.hung_up = True
         self.sink = None
         self._wakeup.set()
@@ -431,6 +441,10 @@ class EventHub:
         self._wire = 0  # the version the last event offered stood at on the watch
         self.subscribers: set[Subscriber] = set()
         self._catching_up: set[Subscriber] = set()  # subscribers with a ``since``
+        # Subscribers offered each dispatch one by one (``Subscriber.offer``), and those
+        # written to in groups (``direct``): together, ``subscribers``.
+        self._one_by_one: set[Subscriber] = set()
+        self._direct: dict[tuple, tuple[Callable, dict[Any, Subscriber]]] = {}
         self.ready = False
         self.events_published = 0
         self._waiters: list[tuple[int, asyncio.Future]] = []  # (version, woken once reached)
@@ -573,10 +587,90 @@ class EventHub:
         # whose events go straight to its connection); equal selections filter it once.
         shared: dict[int, tuple[list, list]] = {}
         self.offered = held[-1].seq
-        for subscriber in self.subscribers:
+        if self._direct:
+            for key, (encode, group) in list(self._direct.items()):
+                self._write_direct(held, shared, key[0], encode, group)
+        for subscriber in list(self._one_by_one):
             subscriber.offer(held, shared)
         for event in held:
             event.release()
+
+    def _write_direct(self, held: list[Event], shared: dict[int, tuple[list, list]],
+                      selection_group: int, encode: Callable, group: dict[Any, Subscriber]) -> None:
+        """Write one dispatch to a group of direct subscribers (see ``direct``): its batch
+        and bytes made once, then one write per connection, as the least a server can do.
+        A connection that cannot take it now (its socket full, or gone) is offered the
+        dispatch as any other subscriber, and leaves the group."""
+        found = shared.get(selection_group)
+        if found is None:
+            some = next(iter(group.values()))
+            kinds = [some.transition(event) for event in held]
+            found = shared[selection_group] = (
+                kinds, [(e, k) for e, k in zip(held, kinds) if k is not None])
+        batch = found[1]
+        if not batch:
+            return
+        chunk = encode(batch)
+        if chunk is None:
+            late = list(group)  # a burst: each stream's task sends it, piece by piece
+        else:
+            late = []
+            for connection in group:
+                if connection.clear:
+                    connection.transport.write(chunk)
+                    connection.wrote = True
+                else:
+                    late.append(connection)
+        for connection in late:
+            subscriber = group.get(connection)
+            if subscriber is not None:
+                self.indirect(subscriber)
+                subscriber.offer(held, shared)
+
+    def direct(self, subscriber: Subscriber, connection: Any, key: tuple,
+               encode: Callable[[list[tuple[Event, str]]], bytes]) -> bool:
+        """Write ``subscriber``'s events to ``connection`` with every other subscriber of
+        ``key`` (its first item the selection's ``group``), a group whose members send the
+        same bytes for the same events (equal selections, one wire format): ``encode`` makes
+        them once per dispatch, ready to write, or says ``None`` (a burst, sent otherwise).
+        ``connection`` has ``clear`` (a write goes out now), ``transport`` and
+        ``wrote`` (set on each write). Whether it joined: a subscriber with events waiting,
+        ended, skipping what its client has, or still owed events held before its start is
+        offered them one by one.
+
+        Why. A parked stream's events go out from the dispatch (``app.streams.live``);
+        offered one by one, each delivery ran the subscriber's checks, its sink, its
+        encoder and its wire — objects spread over the heap, read between the kernel's
+        sends (which evict them from the caches) — where the fan-out floor
+        (``bench.fanout_floor``) writes the same frame to each transport.
+        """
+        if subscriber.hub is not self or subscriber not in self.subscribers or \
+                subscriber.since or subscriber.waiting or subscriber.closed or \
+                subscriber.overflowed or subscriber.hung_up or subscriber.after_seq > self.offered:
+            return False
+        self.indirect(subscriber)
+        self._one_by_one.discard(subscriber)
+        found = self._direct.get(key)
+        if found is None:
+            found = self._direct[key] = (encode, {})
+        found[1][connection] = subscriber
+        subscriber.direct = (key, connection)
+        return True
+
+    def indirect(self, subscriber: Subscriber) -> None:
+        """Offer ``subscriber`` each dispatch one by one again (it left its group)."""
+        joined = subscriber.direct
+        if joined is None:
+            return
+        subscriber.direct = None
+        key, connection = joined
+        found = self._direct.get(key)
+        if found is not None:
+            found[1].pop(connection, None)
+            if not found[1]:
+                del self._direct[key]
+        if subscriber in self.subscribers:
+            self._one_by_one.add(subscriber)
 
     def _in_version_order(self, held: list[Event]) -> list[Event]:
         """``held`` (the ring's last events) sorted by their own versions, deletions of unknown
@@ -733,11 +827,14 @@ class EventHub:
         subscriber.after_seq = self.seq
         subscriber.hub = self
         self.subscribers.add(subscriber)
+        self._one_by_one.add(subscriber)
         if subscriber.since:
             self._catching_up.add(subscriber)
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
+        self.indirect(subscriber)
         self.subscribers.discard(subscriber)
+        self._one_by_one.discard(subscriber)
         self._catching_up.discard(subscriber)
 
     def close_all(self, error: StatusError | None = None) -> None:

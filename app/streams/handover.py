@@ -79,14 +79,16 @@ class StreamConnection(asyncio.Protocol):
     client's socket is full), and its end (``end``).
     """
 
-    __slots__ = ("_transport", "_stream", "_chunked", "_keep_alive", "_again", "_paused",
-                 "_drain", "_early", "_lost", "_stall", "_ended")
+    __slots__ = ("transport", "clear", "wrote", "chunked", "_stream", "_keep_alive", "_again",
+                 "_paused", "_drain", "_early", "_lost", "_stall", "_ended")
 
     def __init__(self, transport: Any, stream: Any, chunked: bool, keep_alive: bool,
                  again: tuple) -> None:
-        self._transport = transport
+        self.transport = transport
+        self.clear = not transport.is_closing()  # a write goes out now (see ``ready``)
+        self.wrote = False  # the hub wrote events since the stream last looked
+        self.chunked = chunked
         self._stream = stream
-        self._chunked = chunked
         self._keep_alive = keep_alive
         self._again = again  # (protocol class, config, server state, app state, loop)
         self._paused = False
@@ -99,12 +101,13 @@ class StreamConnection(asyncio.Protocol):
     # -- what the stream writes through ---------------------------------------------------
 
     def ready(self) -> bool:
-        """Whether a write goes out now: the client is there and its buffer has room."""
-        return not (self._paused or self._lost or self._transport.is_closing())
+        """Whether a write goes out now: the client is there and its buffer has room (kept
+        as ``clear``, which the hub's dispatch reads for each of thousands of streams)."""
+        return self.clear
 
     def write(self, data: bytes) -> None:
         """Send ``data`` as one piece of the body (one chunk, when the body is chunked)."""
-        self._transport.write(frame(data) if self._chunked else data)
+        self.transport.write(frame(data) if self.chunked else data)
 
     async def send(self, data: bytes) -> None:
         """Write ``data`` once the client's socket has room; nothing if the client is gone
@@ -115,7 +118,7 @@ class StreamConnection(asyncio.Protocol):
                 await self._drain
             finally:
                 self._drain = None
-        if not self._lost and not self._transport.is_closing():
+        if not self._lost and not self.transport.is_closing():
             self.write(data)
 
     def fell_behind(self) -> None:
@@ -129,7 +132,7 @@ class StreamConnection(asyncio.Protocol):
         if self._ended or self._lost:
             return
         self._stream.log_cut()
-        self._transport.abort()
+        self.abort()
 
     @property
     def tasks(self) -> set:
@@ -137,7 +140,8 @@ class StreamConnection(asyncio.Protocol):
         return self._again[2].tasks
 
     def abort(self) -> None:
-        self._transport.abort()
+        self.clear = False
+        self.transport.abort()
 
     def end(self) -> None:
         """The stream ended: finish its body, then give the connection back to HTTP, or
@@ -145,16 +149,17 @@ class StreamConnection(asyncio.Protocol):
         if self._ended:
             return
         self._ended = True
+        self.clear = False
         if self._stall is not None:
             self._stall.cancel()
-        transport = self._transport
+        transport = self.transport
         if self._lost or transport.is_closing():
             return
         kind, config, server_state, app_state, loop = self._again
         server_state.total_requests += 1
-        if self._chunked:
+        if self.chunked:
             transport.write(b"0\r\n\r\n")
-        if not (self._chunked and self._keep_alive) or self._stream.stopping:
+        if not (self.chunked and self._keep_alive) or self._stream.stopping:
             server_state.connections.discard(self)
             transport.close()
             return
@@ -171,9 +176,11 @@ class StreamConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._paused = True
+        self.clear = False
 
     def resume_writing(self) -> None:
         self._paused = False
+        self.clear = not (self._lost or self._ended or self.transport.is_closing())
         if self._drain is not None and not self._drain.done():
             self._drain.set_result(None)
 
@@ -181,16 +188,17 @@ class StreamConnection(asyncio.Protocol):
         # A client may send its next request before this answer ends (pipelining): kept for
         # the protocol the connection goes back to, reading paused meanwhile, as uvicorn does.
         if len(self._early) + len(data) > _EARLY_LIMIT:
-            self._transport.abort()
+            self.abort()
             return
         self._early += data
-        self._transport.pause_reading()
+        self.transport.pause_reading()
 
     def eof_received(self) -> bool | None:
         return None  # the client is done sending: the connection closes, the stream ends
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
+        self.clear = False
         self._again[2].connections.discard(self)
         if self._stall is not None:
             self._stall.cancel()

@@ -26,7 +26,7 @@ from typing import Any
 from app.auth.authorization import Grant
 from app.cache.hub import Event, Subscriber
 from app.kube.status import StatusError
-from app.streams.wire import Wire
+from app.streams.wire import Wire, frame
 
 __all__ = ["PARK", "RECHECK_AT_MOST_EVERY", "LiveStream", "pieces"]
 
@@ -167,7 +167,7 @@ class LiveStream:
         subscriber = self.subscriber
         subscriber.sink = None
         subscriber.on_wakeup(None)
-        self._hub.unsubscribe(subscriber)
+        self._hub.unsubscribe(subscriber)  # (out of its group too)
         self._gateway.limiter.release(self.client)
         self._gateway.metrics.stream_closed(self.encoder.name)
 
@@ -188,11 +188,24 @@ class LiveStream:
             return False
         self._connection = self._wire = connection
         self.parked = True
-        subscriber.sink = self._sink
+        subscriber.sink = self._sink  # offered one by one: its events go out here
         subscriber.on_wakeup(self._wake)
         if at is not None:
             self._timer = asyncio.get_running_loop().call_later(at - now, self._wake)
+        key = self.encoder.fanout_key
+        if key is not None:  # or written to in a group, the same bytes for all of it
+            self._hub.direct(subscriber, connection,
+                             (subscriber.selection.group, connection.chunked, *key),
+                             self._direct_bytes)
         return True
+
+    def _direct_bytes(self, batch: list[tuple[Event, str]]) -> bytes | None:
+        """A batch as the hub writes it to this stream's group (``EventHub.direct``): one
+        chunk, or ``None`` for a burst (each stream's task sends it piece by piece)."""
+        if not _one_piece(batch):
+            return None
+        data = self.encoder.events(batch)
+        return frame(data) if self._connection.chunked else data
 
     def _sink(self, batch: list[tuple[Event, str]]) -> bool:
         """Where the hub's dispatch offers this stream's events: written to its wire now,
@@ -223,9 +236,12 @@ class LiveStream:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        subscriber = self.subscriber
+        subscriber, connection = self.subscriber, self._connection
+        self._hub.indirect(subscriber)
         subscriber.on_wakeup(None)
         subscriber.sink = None
+        if connection.wrote:  # the hub wrote to it in its group
+            self.wrote, connection.wrote = True, False
         if not self._tick_alone():
             self._start()
 

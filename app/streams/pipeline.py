@@ -62,7 +62,7 @@ from app.kube.request import Query
 from app.query.selection import Selection
 from app.kube.status import StatusError
 from app.streams.handover import hand_over
-from app.streams.live import PARK, RECHECK_AT_MOST_EVERY, LiveStream, pieces
+from app.streams.live import PARK, LiveStream
 from app.streams.wire import CYCLE_KEY, LOST_KEY
 
 __all__ = ["StreamBody", "StreamEncoder", "open_stream"]
@@ -90,6 +90,11 @@ class StreamEncoder(Protocol):
 
     def events(self, batch: list[tuple[Event, str]]) -> bytes:
         """A batch of live events."""
+
+    @property
+    def fanout_key(self) -> tuple | None:
+        """What makes ``events`` the same bytes for every stream of one selection (the
+        format, its projection), so the hub may make them once for all (``None``: never)."""
 
     def next_tick(self, now: float) -> float | None:
         """When ``tick`` wants to run next (``None``: never)."""

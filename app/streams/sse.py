@@ -127,6 +127,11 @@ class SSEEncoder:
     def events(self, batch: list[tuple[Event, str]]) -> bytes:
         return frames(batch, "sse", self._projection)
 
+    @property
+    def fanout_key(self) -> tuple:
+        """What makes ``events`` the same bytes for every stream of a selection."""
+        return ("sse", self._projection.text if self._projection is not None else "")
+
     def next_tick(self, now: float) -> float | None:
         return now + self._heartbeat
 

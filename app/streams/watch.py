@@ -132,6 +132,14 @@ class WatchEncoder:
 
     # -- bytes -------------------------------------------------------------------------
 
+    @property
+    def fanout_key(self) -> tuple | None:
+        """What makes ``events`` the same bytes for every stream of a selection (``None``:
+        tables and metadata, made per stream)."""
+        if self.accept.kind in ("meta", "table"):
+            return None
+        return ("watch", self.projection.text if self.projection is not None else "")
+
     def events(self, batch: list[tuple[Event, str]]) -> bytes:
         if self.accept.kind == "meta":
             version = self.accept.table_version

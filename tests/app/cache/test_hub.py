@@ -398,3 +398,119 @@ def test_a_client_ahead_of_this_process_is_followed_skipping_what_it_has():
         assert late.overflowed, "ended as behind: it resumes from a point next time"
 
     asyncio.run(scenario())
+
+
+class _Connection:
+    """What ``EventHub.direct`` writes to: ``clear``, ``transport``, ``wrote``."""
+
+    def __init__(self) -> None:
+        self.clear, self.wrote, self.written = True, False, []
+        self.transport = self
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+
+def _names(batch):
+    return [(e.obj.name, k) for e, k in batch]
+
+
+def _encode(batch):
+    return frames(batch, "watch") if len(batch) < 3 else None  # three or more: "a burst"
+
+
+def test_a_group_of_direct_subscribers_gets_the_same_bytes_made_once_as_one_by_one():
+    """Written in a group, each stream gets exactly what it would have been offered one by one
+    (selection transitions included), the bytes made once for the group."""
+    hub = ready_hub(obj("x", 1, {"team": "red"}))
+    red = Selection(labels=parse_selector("team=red"))
+    alone, got = Subscriber(red, 100), []
+    alone.sink = lambda batch: got.append(frames(batch, "watch")) or True
+    hub.subscribe(alone)
+    made = []
+    members = [(Subscriber(red, 100), _Connection()) for _ in range(3)]
+    for sub, connection in members:
+        hub.subscribe(sub)
+        assert hub.direct(sub, connection, (red.group, "watch"),
+                          lambda batch: made.append(1) or _encode(batch))
+    hub.apply("update", obj("x", 2, {"team": "red", "k": "v"}), obj("x", 1, {"team": "red"}), "2")
+    hub.apply("update", obj("x", 3, {"team": "blue"}), obj("x", 2, {"team": "red", "k": "v"}), "3")
+    hub.apply("add", obj("y", 4, {"team": "blue"}), None, "4")  # not theirs: nothing written
+    hub.apply("update", obj("x", 5, {"team": "red"}), obj("x", 3, {"team": "blue"}), "5")
+    assert len(got) == 3 and len(made) == 3, "once per dispatch for the whole group"
+    for sub, connection in members:
+        assert connection.written == got and connection.wrote
+        assert not sub.waiting and sub.direct is not None
+
+
+def test_a_direct_subscriber_whose_connection_is_not_clear_waits_in_the_ring_and_leaves():
+    async def scenario():
+        hub = ready_hub(obj("a", 1))
+        sub, connection = Subscriber(Selection(), 100), _Connection()
+        offered = []
+        sub.sink = lambda batch: offered.append(batch) and False  # not ready: it waits
+        hub.subscribe(sub)
+        assert hub.direct(sub, connection, (sub.selection.group, "watch"), _encode)
+        woken = []
+        sub.on_wakeup(lambda: woken.append(1))
+        connection.clear = False  # the client's socket is full
+        change(hub, "b", 2)
+        assert connection.written == [] and _names(waiting(sub)) == [("b", "ADDED")]
+        assert woken == [1] and sub.direct is None and sub in hub._one_by_one
+        change(hub, "c", 3)  # offered one by one from now on, behind what waits
+        assert _names(waiting(sub)) == [("b", "ADDED"), ("c", "ADDED")]
+
+    asyncio.run(scenario())
+
+
+def test_a_burst_is_offered_to_each_member_one_by_one():
+    async def scenario():
+        hub = ready_hub(obj("a", 1))
+        sub, connection = Subscriber(Selection(), 100), _Connection()
+        sub.sink = lambda batch: False
+        hub.subscribe(sub)
+        assert hub.direct(sub, connection, (sub.selection.group, "watch"), _encode)
+        for name, rv in (("b", 2), ("c", 3)):
+            change(hub, name, rv, settled=False)
+        change(hub, "d", 4)  # the burst is whole: three events, too many for the group
+        assert connection.written == [] and sub.direct is None
+        assert _names(waiting(sub)) == [("b", "ADDED"), ("c", "ADDED"), ("d", "ADDED")]
+
+    asyncio.run(scenario())
+
+
+def test_who_may_join_a_group_and_who_leaves_it():
+    hub = ready_hub(obj("a", 1, {"team": "red"}), at=10)
+    key = (Selection().group, "watch")
+    ahead = Subscriber(Selection(), 100)
+    ahead.since = 12  # skipping what its client has: offered one by one
+    hub.subscribe(ahead)
+    assert not hub.direct(ahead, _Connection(), key, _encode)
+    stranger = Subscriber(Selection(), 100)  # not this hub's
+    assert not hub.direct(stranger, _Connection(), key, _encode)
+
+    async def held() -> None:  # began after events still held: they are not its to send
+        change(hub, "b", 11, settled=False)
+        late = Subscriber(Selection(), 100)
+        hub.subscribe(late)
+        assert late.after_seq > hub.offered
+        assert not hub.direct(late, _Connection(), key, _encode)
+        change(hub, "c", 12)
+        assert _names(late.take()) == [("c", "ADDED")], "b came with its start"
+        assert hub.direct(late, _Connection(), key, _encode), "once they went out"
+        hub.unsubscribe(late)
+
+    asyncio.run(held())
+    for end in ("close", "hang_up", "_fall_behind"):
+        sub = Subscriber(Selection(), 100)
+        hub.subscribe(sub)
+        assert hub.direct(sub, _Connection(), key, _encode)
+        getattr(sub, end)()
+        assert sub.direct is None and not hub._direct, end
+        assert not hub.direct(sub, _Connection(), key, _encode), f"{end}: ended, never again"
+        hub.unsubscribe(sub)
+    sub = Subscriber(Selection(), 100)
+    hub.subscribe(sub)
+    assert hub.direct(sub, _Connection(), key, _encode)
+    hub.unsubscribe(sub)
+    assert not hub._direct and sub not in hub._one_by_one and not hub.subscribers - {ahead}
