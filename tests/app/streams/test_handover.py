@@ -79,18 +79,29 @@ def _handed_over(gw) -> int:
     return asyncio.run_coroutine_threadsafe(count(), gw.gateway.loop).result(5)
 
 
+def _open(gw, base: str, query: str = "", *headers: str, until: bytes = b"\r\n\r\n"):
+    """A stream of ``base`` (its cache loaded first), read until ``until``, its connection
+    handed over; returns the socket and what was read."""
+    assert httpx.get(gw.url + base).status_code == 200  # loaded
+    conn = _connect(gw.url)
+    try:
+        conn.sendall(_get(base + query, *headers))
+        data = _read_until(conn, until)
+        wait_until(lambda: _handed_over(gw) == 1, 5, message="the stream's connection handed over")
+    except BaseException:
+        conn.close()
+        raise
+    return conn, data
+
+
 def test_a_watch_that_ends_gives_its_connection_back_to_http(backend, namespace):
     """After ``timeoutSeconds`` the body ends with its last chunk, and the same connection
     answers the next request: the client's pool keeps it, as with the API server."""
     with run_gateway(backend) as gw:
         base = f"/api/v1/namespaces/{namespace}/configmaps"
-        assert httpx.get(gw.url + base).status_code == 200  # loaded
-        conn = _connect(gw.url)
+        conn, data = _open(gw, base, "?watch=true&timeoutSeconds=2")
         try:
-            conn.sendall(_get(f"{base}?watch=true&timeoutSeconds=2"))
-            data = _read_until(conn, b"\r\n\r\n")
             assert data.startswith(b"HTTP/1.1 200") and b"transfer-encoding: chunked" in data
-            wait_until(lambda: _handed_over(gw) == 1, 5, message="the watch's connection handed over")
             _read_until(conn, b"\r\n0\r\n\r\n", data)  # the body's end, after timeoutSeconds
             wait_until(lambda: _handed_over(gw) == 0, 5, message="given back to HTTP")
             conn.sendall(_get(base))
@@ -105,13 +116,9 @@ def test_a_request_sent_during_a_stream_is_answered_after_it(backend, namespace)
     """Pipelined: a client that sends its next request while a watch is open gets it answered,
     in order, once the watch ends, on the same connection."""
     with run_gateway(backend) as gw:
-        base = f"/api/v1/namespaces/{namespace}/configmaps"
-        assert httpx.get(gw.url + base).status_code == 200
-        conn = _connect(gw.url)
+        conn, data = _open(gw, f"/api/v1/namespaces/{namespace}/configmaps",
+                           "?watch=true&timeoutSeconds=2")
         try:
-            conn.sendall(_get(f"{base}?watch=true&timeoutSeconds=2"))
-            data = _read_until(conn, b"\r\n\r\n")
-            wait_until(lambda: _handed_over(gw) == 1, 5, message="handed over")
             conn.sendall(_get("/version"))
             data = _read_until(conn, b'"gitVersion"', data)
             end = data.index(b"\r\n0\r\n\r\n")
@@ -143,11 +150,8 @@ def test_a_parked_stream_has_its_events_and_heartbeats_without_a_task(backend, k
         assert httpx.get(gw.url + base).status_code == 200
         before = _tasks(gw)
         started = _StreamTasks(gw)
-        conn = _connect(gw.url)
+        conn, data = _open(gw, base, "", "Accept: text/event-stream", until=b"SYNCED")
         try:
-            conn.sendall(_get(base, "Accept: text/event-stream"))
-            data = _read_until(conn, b"SYNCED")
-            wait_until(lambda: _handed_over(gw) == 1, 5, message="handed over")
             wait_until(lambda: _in_groups(gw) == 1, 5, message="written to in a group")
             during = []
             for i in range(3):
@@ -172,11 +176,8 @@ def test_a_burst_goes_through_a_task_and_the_stream_parks_again(backend, kube, n
         assert httpx.get(gw.url + base).status_code == 200
         before = _tasks(gw)
         started = _StreamTasks(gw)
-        conn = _connect(gw.url)
+        conn, data = _open(gw, base, "?watch=true")
         try:
-            conn.sendall(_get(f"{base}?watch=true"))
-            data = _read_until(conn, b"\r\n\r\n")
-            wait_until(lambda: _handed_over(gw) == 1, 5, message="handed over")
             kube.create(base, {"metadata": {"name": "big"}, "data": {"x": "y" * 200_000}})
             kube.create(base, {"metadata": {"name": "after"}})
             data = _read_until(conn, b'"name":"after"', data)
@@ -197,14 +198,9 @@ def test_what_a_client_sends_during_a_stream_is_bounded(backend, namespace):
     from app.streams.handover import _EARLY_LIMIT
 
     with run_gateway(backend) as gw:
-        base = f"/api/v1/namespaces/{namespace}/configmaps"
-        assert httpx.get(gw.url + base).status_code == 200
-        conn = _connect(gw.url)
+        conn, _ = _open(gw, f"/api/v1/namespaces/{namespace}/configmaps", "",
+                        "Accept: text/event-stream", until=b"SYNCED")
         try:
-            conn.sendall(_get(base, "Accept: text/event-stream"))
-            _read_until(conn, b"SYNCED")
-            wait_until(lambda: _handed_over(gw) == 1, 5, message="handed over")
-
             def flood() -> None:
                 try:
                     conn.sendall(b"x" * (4 << 20))
@@ -234,13 +230,9 @@ def test_a_parked_stream_says_its_last_words_when_the_gateway_stops(backend, nam
     """Stopping, the gateway ends every stream with its last words (an event stream's: 503
     and the reconnect advice), handed over or not, and closes the connection after them."""
     with run_gateway(backend, heartbeat_interval=3600.0) as gw:
-        base = f"/api/v1/namespaces/{namespace}/configmaps"
-        assert httpx.get(gw.url + base).status_code == 200
-        conn = _connect(gw.url)
+        conn, data = _open(gw, f"/api/v1/namespaces/{namespace}/configmaps", "",
+                           "Accept: text/event-stream", until=b"SYNCED")
         try:
-            conn.sendall(_get(base, "Accept: text/event-stream"))
-            data = _read_until(conn, b"SYNCED")
-            wait_until(lambda: _handed_over(gw) == 1, 5, message="handed over")
             began = time.monotonic()
             stopper = threading.Thread(target=gw.stop, daemon=True)
             stopper.start()
