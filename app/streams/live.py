@@ -74,7 +74,7 @@ class LiveStream:
         return self._closing.is_set()
 
     async def body(self, first: Iterable[bytes], live: bool, scope: dict) -> AsyncIterator[bytes]:
-        """The request's body: the first state, then the loop (see the class docstring)."""
+        """The request's body: the first state, then the loop (see the module docstring)."""
         subscriber = self.subscriber
         try:
             for chunk in first:
