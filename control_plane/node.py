@@ -43,7 +43,7 @@ from control_plane.paths import cache_dir
 from control_plane.cluster import LocalCluster, die_with_parent, free_port, log_tail, terminate
 from control_plane.cluster_dns import ClusterDNS
 from control_plane.errors import ClusterUnavailableError
-from control_plane.node_network import BRIDGE, GATEWAY, POD_RANGE, SERVICE_RANGE, Changes
+from control_plane.node_network import GATEWAY, POD_RANGE, SERVICE_RANGE, Changes
 from control_plane.oci import write_image
 
 __all__ = ["NODE_NAME", "PAUSE_IMAGE", "LocalNode", "machine_state", "main", "missing_parts"]

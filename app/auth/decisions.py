@@ -22,7 +22,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 __all__ = ["DecisionCache"]
 

@@ -32,14 +32,12 @@ never handed over and keeps its request's task.
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 from app.streams.wire import frame
 
 __all__ = ["StreamConnection", "hand_over"]
 
-log = logging.getLogger(__name__)
 
 _EARLY_LIMIT = 64 * 1024  # bytes of a next request kept while the stream holds the connection
 

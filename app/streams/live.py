@@ -173,14 +173,19 @@ class LiveStream:
 
     # -- parked: no task (app.streams.handover) ----------------------------------------------
 
+    def _only_waits(self) -> bool:
+        """Nothing to do but wait: no events held, not fallen behind, not ended by the
+        hub, the client or the gateway stopping."""
+        subscriber = self.subscriber
+        return not (subscriber.waiting or subscriber.overflowed or subscriber.closed or
+                    subscriber.hung_up or self._closing.is_set())
+
     def park(self, connection: Any) -> bool:
         """Wait with no task, events going straight to ``connection``; ``False`` (and not
         parked) if something is to be done now."""
-        subscriber = self.subscriber
-        if subscriber.waiting or subscriber.overflowed or subscriber.closed or \
-                subscriber.hung_up or self._closing.is_set():
+        if not self._only_waits():
             return False
-        now = time.monotonic()
+        subscriber, now = self.subscriber, time.monotonic()
         times = [t for t in (self._deadline, self.encoder.next_tick(now), self._recheck)
                  if t is not None and t != math.inf]
         at = min(times) if times else None
@@ -254,10 +259,8 @@ class LiveStream:
     def _tick_alone(self) -> bool:
         """Only a tick is due (a heartbeat, a bookmark), and the socket has room: write it,
         park again; whether it did."""
-        subscriber, connection = self.subscriber, self._connection
-        now = time.monotonic()
-        if subscriber.waiting or subscriber.overflowed or subscriber.closed or \
-                subscriber.hung_up or self._closing.is_set() or now >= self._recheck or \
+        connection, now = self._connection, time.monotonic()
+        if not self._only_waits() or now >= self._recheck or \
                 (self._deadline is not None and now >= self._deadline) or \
                 not connection.ready():
             return False

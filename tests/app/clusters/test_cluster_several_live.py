@@ -490,7 +490,7 @@ def test_a_cluster_whose_api_server_stops_is_served_from_its_cache_and_slows_no_
             assert listed["b"]["ready"] is False and listed["a"]["ready"] is True
         finally:
             b.start_apiserver()
-        KubeAPI.for_cluster(b).create(f"/api/v1/namespaces/team/configmaps",
+        KubeAPI.for_cluster(b).create("/api/v1/namespaces/team/configmaps",
                                       {"metadata": {"name": "b-after"}})
         try:
             wait_until(lambda: "b-after" in _names(http.get(f"/clusters/b{cms}")), 60,
@@ -737,7 +737,7 @@ def test_impersonation_is_decided_by_the_cluster_that_holds_the_data(three, gate
             assert merged.status_code == 200, merged.text
             assert {i["metadata"]["annotations"]["kube-cache-gateway.io/cluster"]
                     for i in merged.json()["items"]} == {"a"}, "b and c refuse: left out"
-            assert http.get(f"/clusters/c/version", headers=masters).status_code == 403
+            assert http.get("/clusters/c/version", headers=masters).status_code == 403
     finally:
         a.delete(f"/apis/{RBAC}/v1/clusterrolebindings/kcg-several-impersonate")
         a.delete(role)

@@ -215,7 +215,6 @@ def test_work_over_many_objects_sets_off_no_collection(params):
 
     from app.kube.request import parse_query
     from app.query.engine import QueryEngine
-    from app.query.selection import Selection
     from informer_core.encoded import EncodedObject
 
     objects = [EncodedObject.from_dict({"metadata": {"namespace": f"ns-{i % 3}", "name": f"p-{i:05d}",
