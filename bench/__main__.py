@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         results["sync"] = sync_pods.run(size["pods"], size["sync_rounds"], cluster=cluster)
         print("queries ...", flush=True)
         results["queries"] = queries.run(seconds=size["query_seconds"], rounds=size["query_rounds"],
+                                         warm_up=0 if args.quick else 1,
                                          profile=Path(tmp) / "profiles", cluster=cluster)
         print("authorization ...", flush=True)
         results["authz"] = authz.run(seconds=size["query_seconds"], rounds=size["authz_rounds"],

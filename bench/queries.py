@@ -191,15 +191,17 @@ def _apiserver_pid(cluster: LocalCluster) -> int:
 
 def run(pods: int = 10_000, configmaps: int = 1_000, seconds: float = 5.0, rounds: int = 2,
         connections: tuple[int, ...] = (1, 8), profile: Path | None = None,
-        cluster: LocalCluster | None = None, log=print) -> dict:
-    """Seed (unless ``cluster`` is given, already seeded), measure; return the results."""
+        cluster: LocalCluster | None = None, log=print, warm_up: int = 1) -> dict:
+    """Seed (unless ``cluster`` is given, already seeded), measure; return the results.
+    ``warm_up``: seconds of load before each side's first measurement (0: none, for a run
+    that checks the machinery, whose figures mean nothing)."""
     if shutil.which("wrk") is None:
         raise RuntimeError("wrk is not installed (make bench, or apt-get install wrk)")
     if cluster is None:
         with LocalCluster() as own:
             log(f"seeding {pods} pods and {configmaps} configmaps ...")
             seed(KubeAPI.for_cluster(own), pods=pods, configmaps=configmaps, log=log)
-            return run(pods, configmaps, seconds, rounds, connections, profile, own, log)
+            return run(pods, configmaps, seconds, rounds, connections, profile, own, log, warm_up)
     workdir = Path(tempfile.mkdtemp(prefix="kcg-queries-"))
     gateways = {}
     floors = {}
@@ -250,8 +252,8 @@ def run(pods: int = 10_000, configmaps: int = 1_000, seconds: float = 5.0, round
                 for conns in connections:
                     for side in SIDES + (FLOOR_SIDES if r == 0 else ()):
                         url, tok, pid, _ = target(side, query)
-                        if r == 0:
-                            wrk(url, conns, 1, tok)  # warm-up
+                        if r == 0 and warm_up:
+                            wrk(url, conns, warm_up, tok)
                         result = wrk(url, conns, duration, tok, pid)
                         runs.setdefault(f"{query.name}|{conns}|{side}", []).append(result)
                         log(f"round {r + 1} {query.name} c{conns} {side}: "
@@ -264,7 +266,7 @@ def run(pods: int = 10_000, configmaps: int = 1_000, seconds: float = 5.0, round
             for query in (QUERIES[0], QUERIES[4]):
                 url, _, pid, _ = target("gateway HTTP", query)
                 profiles[query.name] = profile_under_load(pid, url, profile / f"{query.name}.txt",
-                                                          seconds=max(seconds * 2, 10))
+                                                          seconds=seconds * 2)
         return {"answers": answers, "runs": runs, "profiles": profiles, "rounds": rounds,
                 "seconds": seconds, "connections": list(connections)}
     finally:
