@@ -115,6 +115,8 @@ class GatewayApp:
         # one of several processes: every answer says which (operators and tests tell them apart)
         self._worker_header = None if worker is None else (b"kcg-worker", str(worker).encode())
         self.state = api.state
+        # the state's own dict: read per request without ``State.__getattr__``'s Python call
+        self._state = api.state._state
         self._local_only = local_only
         self._authenticates = authenticates
         self.access_log = AccessLog() if access_log else None
@@ -129,7 +131,7 @@ class GatewayApp:
             await self.api(scope, receive, send)  # the lifespan
             return
         path = scope["path"]
-        gateway = getattr(self.state, "gateway", None)
+        gateway = self._state.get("gateway")
         cluster, prefix = None, ""
         if gateway is not None:
             cluster = gateway.default
@@ -146,7 +148,7 @@ class GatewayApp:
             await self._entry(scope, receive, send)
             return
         # the request's cluster, resolved once, here: everything after reads it from the context
-        scope["kcg"] = RequestContext(route, cluster, prefix, gateway)
+        context = scope["kcg"] = RequestContext(route, cluster, prefix, gateway)
         started = time.perf_counter()
         observe = gateway.metrics.latency.observe
         access_log = self.access_log
@@ -154,6 +156,7 @@ class GatewayApp:
 
         async def timed_send(message: dict) -> None:
             if message["type"] == "http.response.start":
+                context.answered = True
                 took = time.perf_counter() - started
                 observe(route, message["status"], took)
                 if access_log is not None:
@@ -231,22 +234,15 @@ class GatewayApp:
             await _send_json(send, 503, _NOT_READY)
             return
         scope["app"] = self.api  # what ``request.app`` reads
-        answered = False
-
-        async def watched_send(message: dict) -> None:
-            nonlocal answered
-            answered = answered or message["type"] == "http.response.start"
-            await send(message)
-
         try:
             try:
                 response = await endpoint(Request(scope, receive))
             except StatusError as error:
                 response = status_response(error)
-            await response(scope, receive, watched_send)
+            await response(scope, receive, send)
         except Exception:
             log.exception("unexpected error answering %s %s", scope.get("method"), scope.get("path"))
-            if not answered:
+            if not scope["kcg"].answered:  # (``timed_send`` notes the answer's start)
                 await _send_json(send, 500, _INTERNAL)
 
 

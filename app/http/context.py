@@ -22,7 +22,7 @@ class RequestContext:
     """One request's notes; see the module docstring. Lives as long as its scope."""
 
     __slots__ = ("route", "cluster", "prefix", "gateway", "credentials", "identity", "access",
-                 "denied")
+                 "denied", "answered")
 
     def __init__(self, route: str = "other", cluster: Any = None, prefix: str = "",
                  gateway: Any = None) -> None:
@@ -34,6 +34,7 @@ class RequestContext:
         self.identity: Any = None  # app.auth.authentication.Identity, once authenticated
         self.access: Any = None  # app.auth.authorization.Access asked for
         self.denied: BaseException | None = None  # why it was refused (401, 403, 503)
+        self.answered = False  # the answer has started (its head sent): no other can follow
 
 
 def context_of(scope: dict) -> RequestContext:

@@ -96,7 +96,6 @@ async def resource_endpoint(request: Request) -> Response:
             cluster.shapes.keep(key, shape)  # (streams are long: their checks are not kept)
         elif shape.query.watch or shape.accept.kind == "sse":
             return await _stream(request, gateway, cluster, shape, grant)
-    reading = shape.reading(grant.namespaces)
     query, resource = shape.query, shape.resource
     entry = caches.ready_entry(shape.gvr) or await caches.load(
         resource, wait=gateway.settings.sync_timeout)
@@ -105,7 +104,8 @@ async def resource_endpoint(request: Request) -> Response:
     if shape.target.name is not None:
         response = _get(request, entry, shape.target, shape.accept, query)
     else:
-        response = await _list(entry, shape, reading, if_none_match, gzip_ok)
+        response = await _list(entry, shape, shape.reading(grant.namespaces), if_none_match,
+                               gzip_ok)
     since = caches.stale_since(entry)
     if since is not None:  # not following the API server: say how old this may be
         response.raw_headers.extend((k.lower().encode(), v.encode()) for k, v in

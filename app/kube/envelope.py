@@ -94,6 +94,11 @@ class StoredBody(Response):
         self.body = raw
         self.raw_headers = [*_STORED_HEADERS, (b"content-length", str(len(raw)).encode())]
 
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        # Starlette's own adds a websocket prefix and a background task: neither is ever here
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        await send({"type": "http.response.body", "body": self.body})
+
 
 class KeptBody(Response):
     """An answer already made, in pieces (bytes or views of a kept answer: envelope, items,

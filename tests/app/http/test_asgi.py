@@ -71,6 +71,40 @@ def test_an_unexpected_error_on_the_hot_path_is_a_500_status_and_is_timed(caplog
     assert count == 1 and seconds > 0
 
 
+class _FailsMidway:
+    """An answer that starts, then fails before its body."""
+
+    async def __call__(self, scope, receive, send) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json")]})
+        raise RuntimeError("midway")
+
+
+def test_an_error_after_the_answer_started_sends_no_second_answer(monkeypatch, caplog):
+    import app.http.asgi as asgi
+
+    async def endpoint(request):
+        return _FailsMidway()
+
+    monkeypatch.setattr(asgi, "resource_endpoint", endpoint)
+    sent: list[dict] = []
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    app = _app_with_broken_cache()
+    scope = {"type": "http", "method": "GET", "path": "/api/v1/pods", "query_string": b"",
+             "headers": [], "root_path": ""}
+    asyncio.run(app(scope, receive, send))
+    assert [m["type"] for m in sent] == ["http.response.start"]  # no 500 after the 200
+    assert sent[0]["status"] == 200
+    assert "midway" in caplog.text
+    assert app.state.gateway.metrics.latency.observed("resource", 200)[0] == 1
+
+
 def test_a_resource_request_before_start_up_is_a_503_status():
     answer = _get(GatewayApp(FastAPI()), "/api/v1/pods")
     assert answer.status_code == 503
