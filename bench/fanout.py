@@ -7,7 +7,9 @@ gateway in its own process, so its CPU and memory are measured), the floor's (th
 barest Python server of the same streams, ``bench.fanout_floor``: what is left of
 the gateway's CPU per delivery once the kernel's and the write's are taken away) and
 direct watches on the API server. Receivers are a compiled Go program
-(``bench/fanout/receiver.go``) so that receiving does not eat the machine.
+(``bench/fanout/receiver.go``, one thread of Go code, nothing allocated per delivery)
+so that receiving does not eat the machine: where it does, its own backlog is what the
+latency measures.
 Each change is a patch to the real API server carrying its send time; latency
 is from that send to the receiver's receipt; ``lost`` counts expected
 deliveries that never arrived.

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 
 from control_plane.pytest_plugin import unavailable
@@ -37,3 +38,9 @@ def test_quick_benchmark_run_writes_the_report(tmp_path, local_cluster):
     assert "Q1 with --authz kubernetes" in report
     assert "| floor SSE |" in report and "µs (the floor " in report  # the fan-out's yardstick
     assert "; one send() alone " in report and "(one send() alone, 600 B) |" in report  # the kernel's
+    # the receiver read what every side sent (a receiver that reads nothing would report no
+    # latency at all, and the tables would still be written)
+    results = orjson.loads(raw.read_bytes())
+    sides = [side for scenario in results["fanout"].values() for side in scenario.values()]
+    sides += [side for row in results["scale"]["subscribers"].values() for side in row.values()]
+    assert sides and all(side["deliveries"] > 0 for side in sides), sides
