@@ -29,7 +29,7 @@ from app.cache.resources import ResourceCache
 from app.query.engine import KEEP_ANSWERS_BELOW
 from app.cache.kept_lists import KeptList, Mark
 from app.kube.shapes import Reading, Shape, request_headers
-from app.kube.envelope import (GZIP_ABOVE, LIST_TAIL, KeptBody, ListBody, StoredBody, joined,
+from app.kube.envelope import (GZIP_ABOVE, LIST_TAIL, KeptBody, ListBody, joined,
                                list_head, list_length)
 from app.cache.metadata_only import check_read
 from app.kube.partial import partial, wrong_form
@@ -226,7 +226,7 @@ def _get(request: Request, entry: ResourceCache, target: ResourcePath, accept: A
         return Response(body, media_type="application/json")
     if accept.kind == "meta":
         return Response(partial(found.raw, accept.table_version), media_type="application/json")
-    return StoredBody(found.raw)
+    return KeptBody((found.raw,), None)
 
 
 _CONSISTENT_TRIES = 5

@@ -29,7 +29,7 @@ from app.bridge import run_blocking
 from app.kube.partial import answer_type
 
 __all__ = ["CHUNK", "GZIP_ABOVE", "JOIN_BELOW", "LIST_TAIL", "HeadWithBody", "KeptBody",
-           "ListBody", "MadeListBody", "StoredBody", "joined", "list_head", "list_length",
+           "ListBody", "MadeListBody", "joined", "list_head", "list_length",
            "list_metadata"]
 
 CHUNK = 256 * 1024  # a slice of a large answer
@@ -81,28 +81,11 @@ _STORED_HEADERS = [(b"content-type", b"application/json"),
                    (b"cache-control", b"no-cache, private")]
 
 
-class StoredBody(Response):
-    """One stored object's bytes as the answer, with its headers built directly.
-
-    A single object is the cheapest answer there is; Starlette's generic
-    header assembly was a twentieth of its time.
-    """
-
-    def __init__(self, raw: bytes) -> None:
-        self.status_code = 200
-        self.background = None
-        self.body = raw
-        self.raw_headers = [*_STORED_HEADERS, (b"content-length", str(len(raw)).encode())]
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        # Starlette's own adds a websocket prefix and a background task: neither is ever here
-        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        await send({"type": "http.response.body", "body": self.body})
-
-
 class KeptBody(Response):
     """An answer already made, in pieces (bytes or views of a kept answer: envelope, items,
-    tail; ``app.cache.kept_lists``): one write when small; a large one in ``CHUNK`` views of
+    tail; ``app.cache.kept_lists``), or one stored object's bytes as they are, with
+    its headers built directly (Starlette's generic header assembly was a twentieth of
+    a single object's time): one write when small; a large one in ``CHUNK`` views of
     the same bytes, copied by nobody, so that the server's flow control paces a slow reader
     as for ``ListBody``."""
 

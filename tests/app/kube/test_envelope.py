@@ -7,7 +7,7 @@ import asyncio
 import orjson
 import pytest
 
-from app.kube.envelope import CHUNK, JOIN_BELOW, ListBody, StoredBody, list_length
+from app.kube.envelope import CHUNK, JOIN_BELOW, KeptBody, ListBody, list_length
 
 
 def _send_all(body: ListBody) -> tuple[dict, list[dict]]:
@@ -45,7 +45,7 @@ def test_sliced_body_equals_the_joined_one_and_its_length(count, size):
 
 def test_a_stored_object_is_sent_as_is_with_its_headers():
     raw = orjson.dumps({"kind": "Pod", "metadata": {"name": "x"}})
-    start, bodies = _send_all(StoredBody(raw))
+    start, bodies = _send_all(KeptBody((raw,), None))
     headers = dict(start["headers"])
     assert start["status"] == 200 and bodies == [{"type": "http.response.body", "body": raw}]
     assert headers == {b"content-type": b"application/json", b"cache-control": b"no-cache, private",
