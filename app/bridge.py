@@ -86,7 +86,10 @@ def call_on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args:
 
 
 class HubHandler:
-    """The informer handler of one ``EventHub``: runs on the informer's listener thread.
+    """The informer handler of one ``EventHub``: runs inline, on the informer's own
+    thread (``informer_core.informer.InlineHandler``): all it does is hand each call to
+    the loop, which never blocks, so a thread of its own would only add a wake-up per
+    change.
 
     It receives the stored (encoded) objects — nothing is decoded on the way —
     and schedules the hub's ``apply`` on the loop, with the version the view is
@@ -97,6 +100,7 @@ class HubHandler:
 
     accepts_encoded = True
     accepts_settled = True
+    runs_inline = True
 
     def __init__(self, loop: asyncio.AbstractEventLoop, apply: Callable[..., None],
                  settle: Callable[[str], None], synced: Callable[[], None]) -> None:

@@ -101,7 +101,7 @@ def test_package_exports_exactly(package, names):
     ("informer_core.listwatch", ["Abortable", "ListOptions", "ListPage", "ListerWatcher",
                                  "WatchEvent", "WatchStream", "status_error", "tweaked"]),
     ("informer_core.informer", ["EncodedHandler", "HandlerRegistration", "ResourceEventHandler",
-                                "ResourceEventHandlerFuncs", "SettledHandler",
+                                "InlineHandler", "ResourceEventHandlerFuncs", "SettledHandler",
                                 "SharedIndexInformer", "SyncedHandler"]),
 ])
 def test_module_exports_exactly(module, names):

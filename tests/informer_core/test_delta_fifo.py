@@ -439,3 +439,116 @@ def test_a_list_and_a_bookmark_move_the_version_without_a_change():
     f.add(_cm("c", 26))
     f.delete(_cm("c", 27))
     assert _settled_at_each_pop(f) == [("ns/c", "27")]
+
+
+class _Consumer:
+    """A consumer waiting in ``pop`` on a thread of its own, as the informer's loop does;
+    it notes each processing and the thread it ran on."""
+
+    def __init__(self, fifo: DeltaFIFO, fail_on: str = "", slow_on: str = "") -> None:
+        self.fifo, self.fail_on, self.slow_on = fifo, fail_on, slow_on
+        self.seen: list[tuple[str, object, str]] = []
+        self.pops = 0  # pops that returned to the consumer's loop
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="consumer", daemon=True)
+        self.thread.start()
+
+    def process(self, deltas, initial) -> None:
+        newest = deltas[-1].object
+        self.seen.append((newest.name, newest.val, threading.current_thread().name))
+        if newest.name == self.slow_on:
+            time.sleep(0.3)
+        if newest.name == self.fail_on:
+            raise RuntimeError("process bug")
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self.fifo.pop(self.process, timeout=0.05)
+                self.pops += 1
+            except TimeoutError:
+                continue
+            except FIFOClosedError:
+                return
+            except RuntimeError:
+                self.pops += 1
+
+    def waiting(self) -> bool:
+        return self.fifo._idle_consumer is not None
+
+    def close(self) -> None:
+        self.stop.set()
+        self.fifo.close()
+        self.thread.join(5)
+
+
+def _wait(check, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_a_change_finding_the_consumer_idle_is_processed_by_its_producer():
+    fifo = DeltaFIFO(key, process_while_idle=True)
+    consumer = _Consumer(fifo)
+    try:
+        _wait(consumer.waiting)
+        fifo.add(Obj("a", 1))
+        fifo.update(Obj("a", 2))
+        assert [s[:2] for s in consumer.seen] == [("a", 1), ("a", 2)]  # done when add returned
+        assert {s[2] for s in consumer.seen} == {threading.current_thread().name}
+        assert consumer.pops == 0 and len(fifo) == 0
+    finally:
+        consumer.close()
+
+
+def test_without_it_the_consumer_processes_every_change():
+    fifo = DeltaFIFO(key)
+    consumer = _Consumer(fifo)
+    try:
+        _wait(consumer.waiting)
+        fifo.add(Obj("a", 1))
+        _wait(lambda: consumer.pops == 1)
+        assert consumer.seen == [("a", 1, "consumer")]
+    finally:
+        consumer.close()
+
+
+def test_changes_behind_a_busy_consumer_are_queued_for_it_in_order():
+    fifo = DeltaFIFO(key, process_while_idle=True)
+    consumer = _Consumer(fifo, slow_on="a")
+    try:
+        _wait(consumer.waiting)
+        fifo.add(Obj("a", 1))  # processed here
+        fifo.replace([Obj("a", 1), Obj("b", 1)], "5")  # a relist: always the consumer's
+        fifo.add(Obj("c", 1))  # queued behind it: not processed here
+        _wait(lambda: len(consumer.seen) == 4)
+        assert [s[:2] for s in consumer.seen] == [("a", 1), ("a", 1), ("b", 1), ("c", 1)]
+        assert [s[2] for s in consumer.seen[1:]] == ["consumer"] * 3
+    finally:
+        consumer.close()
+
+
+def test_a_failing_process_run_by_a_producer_is_logged_and_the_queue_goes_on(caplog):
+    fifo = DeltaFIFO(key, process_while_idle=True)
+    consumer = _Consumer(fifo, fail_on="bad")
+    try:
+        _wait(consumer.waiting)
+        fifo.add(Obj("bad", 1))  # raises in process: not in the producer
+        _wait(consumer.waiting)
+        fifo.add(Obj("good", 1))
+        assert [s[:2] for s in consumer.seen] == [("bad", 1), ("good", 1)]
+        assert "failed to process deltas" in caplog.text and len(fifo) == 0
+    finally:
+        consumer.close()
+
+
+def test_a_closed_queue_hands_nothing_over():
+    fifo = DeltaFIFO(key, process_while_idle=True)
+    consumer = _Consumer(fifo)
+    _wait(consumer.waiting)
+    consumer.close()
+    fifo._idle_consumer = consumer.process  # as if a consumer still waited
+    fifo.add(Obj("late", 1))
+    assert consumer.seen == [] and len(fifo) == 1

@@ -108,6 +108,83 @@ def test_a_failing_handler_does_not_stop_delivery(run_in_thread):
     wait_until(lambda: calls == ["a", "b"], message="both adds despite the failure")
 
 
+class InlineRecorder(RecordingHandler):
+    """A handler that runs inline: it notes the thread of every call."""
+
+    runs_inline = True
+
+    def __init__(self, fail_on: str = "") -> None:
+        super().__init__()
+        self.threads: set[str] = set()
+        self.fail_on = fail_on
+
+    def _rec(self, call: tuple) -> None:
+        self.threads.add(threading.current_thread().name)
+        super()._rec(call)
+        if call[1] == self.fail_on:
+            raise RuntimeError("handler bug")
+
+
+def _listener_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("informer-listener")]
+
+
+def test_an_inline_handler_gets_the_same_calls_in_order_on_the_informers_own_thread(run_in_thread):
+    fake = FakeListerWatcher([obj("a"), obj("b")])
+    informer = SharedIndexInformer(fake, name="inline")
+    inline, threaded = InlineRecorder(), RecordingHandler()
+    informer.add_event_handler(inline)
+    informer.add_event_handler(threaded)
+    run_in_thread(informer)
+    wait_until(informer.has_synced, message="sync")
+    fake.create(obj("c"))
+    fake.update(obj("a", data={"x": "1"}))
+    fake.delete(obj("b"))
+    wait_until(lambda: len(threaded.calls) == 5, message="five calls")
+    wait_until(lambda: len(inline.calls) == 5, message="five inline calls")
+    assert inline.snapshot() == threaded.snapshot() == [
+        ("add", "a", True), ("add", "b", True), ("add", "c", False),
+        ("update", "a", "1", "4"), ("delete", "b")]
+    # no thread of its own: the one listener thread is the threaded handler's
+    assert len(_listener_threads()) == 1
+    assert not any(name.startswith("informer-listener") for name in inline.threads)
+
+
+def test_a_failing_inline_handler_stops_neither_its_own_calls_nor_the_others(run_in_thread):
+    fake = FakeListerWatcher()
+    informer = SharedIndexInformer(fake)
+    failing, other = InlineRecorder(fail_on="a"), InlineRecorder()
+    informer.add_event_handler(failing)
+    informer.add_event_handler(other)
+    run_in_thread(informer)
+    wait_until(informer.has_synced)
+    fake.create(obj("a"))
+    fake.create(obj("b"))
+    wait_until(lambda: len(other.calls) == 2, message="both adds to the other handler")
+    assert failing.kinds() == [("add", "a"), ("add", "b")]
+
+
+def test_a_late_inline_handler_first_gets_everything_cached_and_a_removed_one_nothing_more(
+        run_in_thread):
+    fake = FakeListerWatcher([obj("a"), obj("b")])
+    informer = SharedIndexInformer(fake)
+    run_in_thread(informer)
+    wait_until(informer.has_synced)
+    late = InlineRecorder()
+    registration = informer.add_event_handler(late)
+    assert registration.has_synced()  # delivered as it was added
+    assert sorted(late.snapshot()) == [("add", "a", True), ("add", "b", True)]
+    fake.create(obj("c"))
+    wait_until(lambda: len(late.calls) == 3)
+    assert late.snapshot()[2] == ("add", "c", False)
+    informer.remove_event_handler(registration)
+    witness = RecordingHandler()
+    informer.add_event_handler(witness)
+    fake.create(obj("d"))
+    wait_until(lambda: ("add", "d") in witness.kinds(), message="the change reached the informer")
+    assert len(late.calls) == 3
+
+
 def test_a_late_handler_first_gets_everything_cached(run_in_thread):
     fake = FakeListerWatcher([obj("a"), obj("b")])
     informer = SharedIndexInformer(fake)
