@@ -65,9 +65,11 @@ class ResourceCache:
     lists: KeptLists = field(default_factory=lambda: KeptLists(QueryMemory()))  # kept answers
     tagged: TaggedCopies = field(default_factory=lambda: TaggedCopies(QueryMemory()))  # merged
 
-    @property
-    def indexer(self) -> Indexer:
-        return self.generic.informer().get_indexer()
+    def __post_init__(self) -> None:
+        # read on every request: fixed for the informer's life, so looked up once
+        self.informer = self.generic.informer()
+        self.indexer: Indexer = self.informer.get_indexer()
+        self._stop = self.generic.stop_event
 
     def resource_version(self) -> str:
         """The hub's version, what it has applied (an ETag names it; a list itself carries the
@@ -75,7 +77,7 @@ class ResourceCache:
         return str(self.hub.rv)
 
     def usable(self) -> bool:
-        return not self.generic.stopped()
+        return not self._stop.is_set()  # (``generic.stopped()``, without two calls)
 
 
 def _raw_get(factory: SharedInformerFactory) -> Callable[[str, str, str], tuple[int, bytes, dict]]:
@@ -556,7 +558,7 @@ class ClusterCache:
 
     def stale_since(self, entry: ResourceCache) -> float | None:
         """When ``entry`` was last known current, or ``None`` if it is now."""
-        return stale_since(entry.generic.informer().reflector_stats(), self.confirmed_at)
+        return stale_since(entry.informer.reflector_stats(), self.confirmed_at)
 
     def prewarm_ready(self) -> bool:
         """Return whether every pre-warmed resource has been loaded and synced once.

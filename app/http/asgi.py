@@ -121,6 +121,7 @@ class GatewayApp:
         self._authenticates = authenticates
         self.access_log = AccessLog() if access_log else None
         self._hosts: dict[bytes, bool] = {}  # Host header -> names a loopback host
+        self._routes: dict[str, str] = {}  # path -> its route label (a client asks the same again)
         entry: Any = self._dispatch
         if cors_origins:
             entry = CORSMiddleware(entry, **cors_options(cors_origins))
@@ -142,7 +143,13 @@ class GatewayApp:
                 cluster = gateway.clusters.get(name)  # None: answered in _dispatch
         if path[-1:] == "/" and len(path) > 1:
             path = scope["path"] = without_trailing_slashes(path)
-        route = route_label(path)
+        route = self._routes.get(path)
+        if route is None:
+            route = route_label(path)
+            if len(path) <= 512:  # hostile variety must not grow memory: kept few and short
+                if len(self._routes) >= 4096:
+                    self._routes.clear()
+                self._routes[path] = route
         if gateway is None:  # before the lifespan made the gateway: nothing to time with
             scope["kcg"] = RequestContext(route)
             await self._entry(scope, receive, send)

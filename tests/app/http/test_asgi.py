@@ -36,6 +36,34 @@ def test_latency_route_labels_are_few_and_never_the_path(path, label):
     assert route_label(path) == label
 
 
+def test_route_labels_are_kept_for_a_few_short_paths_only():
+    """The entry keeps each path's label (a client asks the same again); a caller making up
+    paths by the million must not grow that, nor a long path be kept at all."""
+    app = _app_with_broken_cache()
+    for i in range(4200):
+        _get_quietly(app, f"/api/v1/namespaces/n{i}/pods")
+    assert 0 < len(app._routes) <= 4096
+    app._routes.clear()
+    _get_quietly(app, "/api/v1/namespaces/" + "n" * 600 + "/pods")
+    assert app._routes == {}
+    _get_quietly(app, "/api/v1/pods")
+    assert app._routes == {"/api/v1/pods": "resource"}
+    assert app.state.gateway.metrics.latency.observed("resource", 500)[0] == 4202
+
+
+def _get_quietly(app: GatewayApp, path: str) -> None:
+    """Drive the app with one GET, no HTTP client around it (thousands in a test)."""
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict) -> None:
+        pass
+
+    scope = {"type": "http", "method": "GET", "path": path, "query_string": b"", "headers": [],
+             "root_path": ""}
+    asyncio.run(app(scope, receive, send))
+
+
 class _BrokenCache:
     factory = types.SimpleNamespace(discovery=types.SimpleNamespace(view=None))
 
