@@ -78,12 +78,14 @@ def build_receiver(workdir: Path) -> Path:
 def run_scenario(receiver: Path, kube: KubeAPI, url: str, mode: str, subscribers: int, rate: float,
                  seconds: float, objects: int, token: str = "", ca: str = "",
                  gateway_pid: int | None = None, settle: float = 25.0,
-                 apiserver_pid: int | None = None) -> dict:
+                 apiserver_pid: int | None = None, receiver_threads: int = 1) -> dict:
     """One scenario; ``apiserver_pid``: also the API server's CPU seconds over the run (its
-    watchers' share is the difference between a run of watches and one through a gateway)."""
+    watchers' share is the difference between a run of watches and one through a gateway);
+    ``receiver_threads``: the receiver's threads of Go code (``bench.scale`` picks them)."""
     changes = int(rate * seconds)
     args = [str(receiver), "-url", url, "-mode", mode, "-n", str(subscribers),
-            "-duration", f"{seconds + settle}s", "-expect", str(changes)]
+            "-duration", f"{seconds + settle}s", "-expect", str(changes),
+            "-procs", str(receiver_threads)]
     if token:
         args += ["-token", token, "-ca", ca]
     rx = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -107,7 +109,8 @@ def run_scenario(receiver: Path, kube: KubeAPI, url: str, mode: str, subscribers
                     "data": {"n": str(i)}})
     took = time.monotonic() - started
     time.sleep(3.0)
-    result: dict = {"changes": changes, "send_seconds": round(took, 1)}
+    result: dict = {"changes": changes, "send_seconds": round(took, 1),
+                    "receiver_threads": receiver_threads}
     if apiserver_pid:
         result["apiserver_cpu_seconds"] = round(proc_cpu_seconds(apiserver_pid) - api_cpu0, 2)
     gateway_cpu = 0.0

@@ -16,7 +16,10 @@ its own process). For each answer, side by side in the same rounds:
   raising that peak, so the figure that says whether an answer holds its items joined is
   another: the same gateway in this process, ``tracemalloc`` started just before one
   answer (asked by ``curl`` from another process) and its peak read after — what that
-  answer alone allocated at most;
+  answer alone allocated at most; twice: as served (a repeated list is kept, and then
+  sent as it is, nothing made), and with nothing kept (``query_memory_bytes`` of one
+  byte: each answer made), which is what compares a merged answer's making with one
+  cluster's;
 - the API server's own list of the 30,000 Pods (``resourceVersion=0``: its watch cache),
   for scale.
 
@@ -85,9 +88,11 @@ def _start(clusters_file: Path) -> tuple[subprocess.Popen, str]:
     return proc, f"http://127.0.0.1:{port}"
 
 
-def _held_by_answers(clusters_file: Path, paths: dict[str, str]) -> dict[str, float]:
+def _held_by_answers(clusters_file: Path, paths: dict[str, str],
+                     query_memory_bytes: int = 0) -> dict[str, float]:
     """The most each answer allocated while it was sent (MiB), by ``tracemalloc``, with the
-    gateway in this process and the client (``curl``) in another, plain and gzip."""
+    gateway in this process and the client (``curl``) in another, plain and gzip;
+    ``query_memory_bytes`` as the gateway's setting (0: its default)."""
     import uvicorn
 
     from app.main import create_app
@@ -95,7 +100,8 @@ def _held_by_answers(clusters_file: Path, paths: dict[str, str]) -> dict[str, fl
     from app.settings import Settings
 
     port = free_port()
-    settings = Settings(port=port, clusters=str(clusters_file), sync_timeout=300.0)
+    settings = Settings(port=port, clusters=str(clusters_file), sync_timeout=300.0,
+                        query_memory_bytes=query_memory_bytes)
     app = create_app(settings)
     server = uvicorn.Server(uvicorn_config(app, settings, host="127.0.0.1", log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -181,8 +187,10 @@ def run(cluster: LocalCluster, pods: int, rounds: int = 15, log=print) -> dict:
             proc.terminate()
             proc.wait(30)
         log("what one answer allocates, traced in this process ...")
-        held = _held_by_answers(clusters_file, {"merged": answers["merged"].split(url, 1)[1],
-                                                "one": answers["one"].split(url, 1)[1]})
+        paths = {name: answer.split(url, 1)[1] for name, answer in answers.items()}
+        held = _held_by_answers(clusters_file, paths)
+        log("... and with nothing kept (each answer made) ...")
+        made = _held_by_answers(clusters_file, paths, query_memory_bytes=1)
     results: dict = {"pods": pods, "rounds": rounds, "items": items,
                      "resting_rss_mib": round(resting, 1), "answers": {}}
     for name, measured in rows.items():
@@ -194,6 +202,7 @@ def run(cluster: LocalCluster, pods: int, rounds: int = 15, log=print) -> dict:
             summary["peak_mib"] = round(statistics.median(r["peak_mib"] for r in measured), 1)
             summary["peak_max_mib"] = round(max(r["peak_mib"] for r in measured), 1)
             summary["allocated_mib"] = round(held[name], 2)
+            summary["allocated_made_mib"] = round(made[name], 2)
         results["answers"][name] = summary
     return results
 
@@ -205,17 +214,18 @@ def table(results: dict) -> str:
              "one": f"`/clusters/one/api/v1/pods` (1 × {3 * pods:,})",
              "apiserver": f"the API server, `resourceVersion=0` ({3 * pods:,})"}
     lines = ["| answer | encoding | bytes sent | p50 | p90 | × one cluster's p50 | allocated by "
-             "the answer at most | resident peak over rest (median; max) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "the answer at most | the same, nothing kept | resident peak over rest (median; max) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for key, row in answers.items():
         name, _, encoding = key.partition(" ")
         one = answers[f"one {encoding}"]
         memory = (f"+{row['peak_mib']:.1f} MiB; +{row['peak_max_mib']:.1f} MiB"
                   if "peak_mib" in row else "—")
         allocated = f"{row['allocated_mib']:.2f} MiB" if "allocated_mib" in row else "—"
+        made = f"{row['allocated_made_mib']:.2f} MiB" if "allocated_made_mib" in row else "—"
         lines.append(f"| {names[name]} | {encoding} | {row['bytes']:,} | {row['p50_ms']:.0f} ms | "
                      f"{row['p90_ms']:.0f} ms | {row['p50_ms'] / one['p50_ms']:.2f}× | {allocated} | "
-                     f"{memory} |")
+                     f"{made} | {memory} |")
     return "\n".join(lines)
 
 
