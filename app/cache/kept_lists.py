@@ -116,7 +116,7 @@ class KeptLists:
                 return None
             store = entry.indexer.thread_safe_store
             tick, index, values = mark.tick, mark.index, mark.values
-            unchanged, version = entry.generic.informer().read_consistently(
+            unchanged, version = entry.informer.read_consistently(
                 lambda: store.unchanged_since(tick, index, values))  # called at once
             if not unchanged or not version:
                 return None

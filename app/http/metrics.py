@@ -107,7 +107,7 @@ class _CacheCollector(Collector):
         now = time.time()
         for cluster, gvr, entry in self._entries():
             name = (cluster, str(gvr))
-            informer = entry.generic.informer()
+            informer = entry.informer
             objects.add_metric(name, len(entry.hub.view))
             synced.add_metric(name, 1.0 if informer.has_synced() else 0.0)
             stats = informer.reflector_stats()

@@ -247,7 +247,7 @@ async def select_consistent(entry: ResourceCache, selection: Selection,
     the hub needs to get there. In a burst the indexer may be at no version: a
     few tries, then the hub's own view, at the hub's version.
     """
-    informer = entry.generic.informer()
+    informer = entry.informer
     indexer = entry.indexer
     for attempt in range(_CONSISTENT_TRIES):
         objects, version = informer.read_consistently(
@@ -270,7 +270,7 @@ async def _list(entry: ResourceCache, shape: Shape, reading: Reading,
     answer_key = None
     if dashboard and accept.kind == "json":
         # a dashboard's refresh while nothing changed: the answer it got last time
-        version = entry.generic.informer().settled_version()
+        version = entry.informer.settled_version()
         answer_key = (fingerprint, query.continue_key, query.limit, gzip_ok)
         kept = entry.queries.answer(answer_key, version) if version else None
         if kept is not None:

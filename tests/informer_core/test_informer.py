@@ -19,6 +19,19 @@ def names(informer):
     return sorted(o["metadata"]["name"] for o in informer.get_store().list())
 
 
+# What a handler sees for the objects "a" and "b" listed, then _create_update_delete.
+EXACT_SEQUENCE = [
+    ("add", "a", True), ("add", "b", True), ("add", "c", False),
+    ("update", "a", "1", "4"), ("delete", "b")]
+
+
+def _create_update_delete(fake):
+    """One creation, one update and one deletion, after "a" and "b" were listed."""
+    fake.create(obj("c"))
+    fake.update(obj("a", data={"x": "1"}))
+    fake.delete(obj("b"))
+
+
 def test_handler_sees_the_exact_sequence(run_in_thread):
     fake = FakeListerWatcher([obj("a"), obj("b")])
     informer = SharedIndexInformer(fake)
@@ -26,13 +39,9 @@ def test_handler_sees_the_exact_sequence(run_in_thread):
     informer.add_event_handler(handler)
     run_in_thread(informer)
     wait_until(informer.has_synced, message="sync")
-    fake.create(obj("c"))
-    fake.update(obj("a", data={"x": "1"}))
-    fake.delete(obj("b"))
+    _create_update_delete(fake)
     wait_until(lambda: len(handler.calls) == 5, message="five calls")
-    assert handler.snapshot() == [
-        ("add", "a", True), ("add", "b", True), ("add", "c", False),
-        ("update", "a", "1", "4"), ("delete", "b")]
+    assert handler.snapshot() == EXACT_SEQUENCE
     assert names(informer) == ["a", "c"]
 
 
@@ -137,14 +146,10 @@ def test_an_inline_handler_gets_the_same_calls_in_order_on_the_informers_own_thr
     informer.add_event_handler(threaded)
     run_in_thread(informer)
     wait_until(informer.has_synced, message="sync")
-    fake.create(obj("c"))
-    fake.update(obj("a", data={"x": "1"}))
-    fake.delete(obj("b"))
+    _create_update_delete(fake)
     wait_until(lambda: len(threaded.calls) == 5, message="five calls")
     wait_until(lambda: len(inline.calls) == 5, message="five inline calls")
-    assert inline.snapshot() == threaded.snapshot() == [
-        ("add", "a", True), ("add", "b", True), ("add", "c", False),
-        ("update", "a", "1", "4"), ("delete", "b")]
+    assert inline.snapshot() == threaded.snapshot() == EXACT_SEQUENCE
     # no thread of its own: the one listener thread is the threaded handler's
     assert len(_listener_threads()) == 1
     assert not any(name.startswith("informer-listener") for name in inline.threads)
