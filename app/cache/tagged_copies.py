@@ -10,8 +10,10 @@ cache is a new one) and made again only for what changed since.
 
 Memory: the copies of one resource of one cluster are charged as one item to the
 process's query budget (``app.query.budget``); when the budget lets them go, all go, and
-are made again as asked. Copies of objects since deleted stay until then: never more than
-the budget.
+are made again as asked. Copies of objects since deleted stay until then. They never hold
+more than half the budget: past that, copies are made for the answer and not kept (the
+budget keeps the item it is charging whatever its size, and a cluster's copies of 10,000
+Pods, kept under a budget already spent, made a merged answer hold 20 MiB).
 """
 
 from __future__ import annotations
@@ -33,13 +35,15 @@ class TaggedCopies:
     def __init__(self, memory: QueryMemory) -> None:
         self.memory = memory
         self._kept: dict[str, tuple[EncodedObject, bytes]] = {}
+        self._bytes = 0  # what the kept copies are charged
         self.made = 0  # copies made (the rest of those asked for were kept ones)
 
     def of(self, objects: Iterable[EncodedObject], cluster: str,
            tag: Callable[[bytes, str], bytes]) -> list[bytes]:
         """The copies of ``objects``, in order, each made by ``tag(raw, cluster)`` unless
-        kept."""
+        kept; a copy made is kept while the copies hold at most half the budget."""
         kept = self._kept
+        room = self.memory.limit // 2 - self._bytes
         copies = []
         grown = 0
         for obj in objects:
@@ -49,16 +53,23 @@ class TaggedCopies:
                 continue
             copy = tag(obj.raw, cluster)
             self.made += 1
-            kept[obj.key] = (obj, copy)
-            grown += len(copy) + _OVERHEAD - (len(found[1]) + _OVERHEAD if found else 0)
             copies.append(copy)
+            freed = len(found[1]) + _OVERHEAD if found else 0
+            if grown + len(copy) + _OVERHEAD - freed <= room:
+                kept[obj.key] = (obj, copy)
+                grown += len(copy) + _OVERHEAD - freed
+            elif found is not None:  # its object changed: the old copy is of no more use
+                del kept[obj.key]
+                grown -= freed
         if grown:
+            self._bytes += grown
             self.memory.charge(("tagged", id(self)), grown, self._dropped)
         return copies
 
     def _dropped(self) -> None:
         """The budget let every copy go."""
         self._kept = {}
+        self._bytes = 0
 
     def clear(self) -> None:
         """Let every copy go (the cache's end)."""

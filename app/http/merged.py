@@ -40,6 +40,7 @@ import bisect
 import dataclasses
 import heapq
 import itertools
+import operator
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -56,7 +57,7 @@ from app.clusters.merging import (CLUSTER_ANNOTATION, decode_versions, encode_ve
 from app.http.resources import check_scope, select_consistent
 from app.cache.kept_lists import KeptList, Mark
 from app.kube.envelope import (GZIP_ABOVE, LIST_TAIL, KeptBody, ListBody, MadeListBody, joined,
-                               list_head, list_length)
+                               list_head)
 from app.cache.metadata_only import check_read
 from app.kube.partial import partial, wrong_form
 from app.kube.request import (Query, decode_continue, encode_continue, negotiate, parse_path,
@@ -70,6 +71,7 @@ from informer_core.encoded import EncodedObject
 __all__ = ["merged_endpoint"]
 
 _ANNOTATION_PATH = f"metadata.annotations[{CLUSTER_ANNOTATION}]"
+_RAW = operator.attrgetter("raw")
 _TAIL = LIST_TAIL
 
 
@@ -307,18 +309,16 @@ async def merged_endpoint(request: Request) -> Response:
     if (kept_key is not None and ticks is not None and all(p.from_store for p in parts)
             and not (gzip and len(page) > MadeListBody.PER_SLICE)):
         # (a large compressed answer is never sent from a kept one: made as it goes, below)
-        items = tagged_slice(page)
-        length = list_length(head, items, _TAIL)
+        length = _tagged_length(head, page, versions)
         if gzip and length > GZIP_ABOVE:  # never sent from a kept answer: not kept for it
-            return ListBody(head, items, _TAIL, headers, gzip=True)
+            return ListBody(head, tagged_slice(page), _TAIL, headers, gzip=True)
         marks = tuple(Mark.of(p.entry, tick, s.selection)
                       for p, s, tick in zip(parts, shares, ticks))
         kept_lists = gateway.merged_lists
-        if kept_lists.worth_keeping(kept_key, length, marks):
-            whole = joined(head, items)
+        if kept_lists.worth_keeping(kept_key, length, marks):  # else made as it goes, below
+            whole = joined(head, tagged_slice(page))
             kept_lists.keep(kept_key, KeptList.of(marks, rv, head, whole, token, remaining))
             return KeptBody((whole,), None)
-        return ListBody(head, items, _TAIL, headers)
     return MadeListBody(head, page, tagged_slice, _TAIL, headers, gzip=gzip)
 
 
@@ -333,6 +333,24 @@ class _Share:
 
 def _cluster_of(item: tuple[tuple, str, EncodedObject]) -> str:
     return item[1]
+
+
+# what tagging adds to an item at most: ``"annotations":{"<annotation>":"<cluster>"},``
+_TAG_BYTES = len(CLUSTER_ANNOTATION) + 24
+
+
+def _tagged_length(head: bytes, page: Sequence[tuple[tuple, str, EncodedObject]],
+                   clusters: dict[str, str]) -> int:
+    """About the bytes of ``page`` tagged and enveloped (at most a few bytes per item more),
+    known before any item is: whether the answer is kept, and so made whole, or made a
+    slice at a time is decided first (tagging a 3 x 10,000 Pods answer whole to learn its
+    length allocated 60 MiB for an answer then not kept)."""
+    per_item = _TAG_BYTES + max(map(len, clusters), default=0) + 1
+    if isinstance(page, _InClusterOrder):
+        raw = page.raw_length()
+    else:
+        raw = sum(len(obj.raw) for _, _, obj in page)
+    return len(head) + raw + per_item * len(page) + len(_TAIL)
 
 
 async def _stream(request: Request, gateway: Any, target: Any, query: Query, accept: Any,
@@ -474,12 +492,22 @@ class _InClusterOrder(Sequence):
         return (name, obj.key), name, obj
 
     def __iter__(self) -> Iterator[tuple[tuple, str, EncodedObject]]:
+        for name, objects in self._runs():
+            for obj in objects:
+                yield (name, obj.key), name, obj
+
+    def raw_length(self) -> int:
+        """The bytes of the items' cached objects (untagged)."""
+        raw = _RAW
+        return sum(sum(map(len, map(raw, objects))) for _, objects in self._runs())
+
+    def _runs(self) -> Iterator[tuple[str, list[EncodedObject]]]:
+        """Each cluster's objects within this slice, in order."""
         for (name, objects), begins in zip(self._lists, self._starts):
             ends = begins + len(objects)
             if ends <= self._start or begins >= self._stop:
                 continue
-            for obj in objects[max(self._start - begins, 0):self._stop - begins]:
-                yield (name, obj.key), name, obj
+            yield name, objects[max(self._start - begins, 0):self._stop - begins]
 
 
 def _place_of(token: str, fingerprint: str) -> list:

@@ -51,6 +51,28 @@ def test_the_budget_lets_every_copy_go_and_they_are_made_again():
     assert len(copies) == 0 and ("tagged", id(copies)) not in memory._items  # given back
 
 
+def test_copies_past_half_the_budget_are_made_for_the_answer_and_not_kept():
+    objects = _objects(50)
+    each = len(tagged(objects[0].raw, "east")) + 120  # a copy and its entry, as charged
+    memory = QueryMemory(limit=2 * 10 * each + 1)  # half of it holds ten copies
+    copies = TaggedCopies(memory)
+    assert copies.of(objects, "east", tagged) == [tagged(o.raw, "east") for o in objects]
+    assert len(copies) == 10 and memory.used <= memory.limit // 2
+    assert copies.of(objects, "east", tagged) == [tagged(o.raw, "east") for o in objects]
+    assert copies.made == 50 + 40  # the ten kept ones reused, the rest made again
+    changed = _objects(10, version=2)  # the kept ten changed: their old copies go
+    assert copies.of(changed, "east", tagged) == [tagged(o.raw, "east") for o in changed]
+    assert len(copies) == 10 and memory.used <= memory.limit // 2
+
+
+def test_under_a_budget_of_one_byte_no_copy_is_kept():
+    memory = QueryMemory(limit=1)
+    copies = TaggedCopies(memory)
+    objects = _objects(20)
+    assert copies.of(objects, "east", tagged) == [tagged(o.raw, "east") for o in objects]
+    assert len(copies) == 0 and memory.used == 0
+
+
 def test_a_merged_list_asked_again_makes_copies_only_of_what_changed(tmp_path):
     path = "/api/v1/namespaces/apps/configmaps"
     fakes = {}

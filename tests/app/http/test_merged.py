@@ -315,6 +315,26 @@ def _fresh_merged(gw, url: str, **params) -> bytes:
     return httpx.get(url, params=params).content
 
 
+def test_a_merged_list_the_budget_cannot_keep_is_made_a_slice_at_a_time(tmp_path):
+    """With no room to keep the answer, its items are tagged as the client takes them, never
+    all at once: sent chunked (its length is not known before), the same items in order, and
+    nothing kept."""
+    names = [f"cm-{i:03}" for i in range(150)]
+    fakes = {"a": _fake(apps=names), "b": _fake(apps=names)}
+    with run_fake_clusters(fakes, tmp_path / "clusters.yaml", default="a",
+                           query_memory_bytes=1) as gw:
+        url = gw.url + "/clusters/*" + CM.format(ns="apps")
+        for _ in range(2):  # asked again: still nothing to keep it in
+            answer = httpx.get(url, headers={"Accept-Encoding": "identity"})
+            assert _items(answer) == [(c, "apps", n) for c in "ab" for n in names]
+            assert "content-length" not in answer.headers
+            assert len(gw.gateway.merged_lists) == 0
+        # a slice or less: joined once, sent with its length
+        small = httpx.get(url, params={"limit": 5}, headers={"Accept-Encoding": "identity"})
+        assert _items(small) == [("a", "apps", n) for n in names[:5]]
+        assert int(small.headers["content-length"]) == len(small.content)
+
+
 def test_a_merged_list_asked_again_is_the_kept_answer_until_a_cluster_writes_under_it(three):
     """Whole answers kept (app.cache.kept_lists): the same bytes while no cluster's buckets
     changed; a write in one cluster under them is in the next answer, and one outside them
