@@ -57,14 +57,13 @@ def run_server(settings: Any, api_client: Any, on_ready: Any = None, sockets: An
     ``sockets``: listening sockets to accept from (a worker's, shared); ``worker``:
     the worker's ``WorkerInfo`` when it is one of several.
     """
-    import uvicorn
-
     from app.bridge import call_on_loop
     from app.main import create_app
+    from app.process.ticks import SecondTickServer
 
     app = create_app(settings, api_client=api_client, worker=worker)
 
-    class Server(uvicorn.Server):
+    class Server(SecondTickServer):
         def handle_exit(self, sig: int, frame: Any) -> None:
             gateway = getattr(app.state, "gateway", None)
             loop = getattr(self, "_kcg_loop", None)
