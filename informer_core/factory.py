@@ -38,6 +38,7 @@ from informer_core.listwatch import (
     tweaked,
 )
 from informer_core.rest import ApiListerWatcher
+from informer_core.stop import StopEvent, when_set
 
 __all__ = ["GenericInformer", "GroupVersionResource", "ListerWatcherFunc", "NotFoundError",
            "SharedInformerFactory", "UnsupportedResourceError", "default_api_client"]
@@ -69,7 +70,7 @@ class GenericInformer:
         self._informer = informer
         self.resource = resource
         self._lister = GenericLister(informer.get_indexer(), resource.resource)
-        self.stop_event = threading.Event()
+        self.stop_event = StopEvent()  # tells the informer's threads, which need not poll
         self.thread: threading.Thread | None = None
         self.gone_reason: str = ""
 
@@ -139,7 +140,8 @@ class SharedInformerFactory:
         self._lock = threading.Lock()  # guards everything below
         self._informers: dict[GroupVersionResource, GenericInformer] = {}
         self._stops: list[threading.Event] = []
-        self._relays: list[threading.Thread] = []
+        self._relays: list[threading.Thread] = []  # following stop events that cannot tell
+        self._forgets: list[Callable[[], None]] = []  # ... and those that can
         self._retired: list[GenericInformer] = []
         self._shutting_down = False
 
@@ -237,12 +239,9 @@ class SharedInformerFactory:
         with self._lock:
             if self._shutting_down:
                 return
-            if not any(s is stop for s in self._stops):
+            new = not any(s is stop for s in self._stops)
+            if new:
                 self._stops.append(stop)
-                relay = threading.Thread(target=self._relay_stop, args=(stop,),
-                                         name="informer-factory-stop", daemon=True)
-                self._relays.append(relay)
-                relay.start()
             pending = [g for g in self._informers.values()
                        if g.thread is None and not g.stopped()]
             for generic in pending:
@@ -253,6 +252,21 @@ class SharedInformerFactory:
                     target=self._run_informer, args=(generic,),
                     name=f"informer-{generic.gvr}", daemon=True)
                 generic.thread.start()
+        if new:
+            self._follow(stop)
+
+    def _follow(self, stop: threading.Event) -> None:
+        """Stop every informer when ``stop`` is set: told by it (``informer_core.stop``),
+        or, for an event that cannot tell, by a thread looking at it every 0.2 s."""
+        forget = when_set(stop, self._stop_all)  # outside the lock: it may call back now
+        with self._lock:
+            if forget is not None:
+                self._forgets.append(forget)
+                return
+            relay = threading.Thread(target=self._relay_stop, args=(stop,),
+                                     name="informer-factory-stop", daemon=True)
+            self._relays.append(relay)
+            relay.start()
 
     def _run_informer(self, generic: GenericInformer) -> None:
         try:
@@ -265,6 +279,9 @@ class SharedInformerFactory:
         while not stop.wait(0.2):
             if self._shutting_down:
                 return
+        self._stop_all()
+
+    def _stop_all(self) -> None:
         with self._lock:
             informers = list(self._informers.values()) + list(self._retired)
         for generic in informers:
@@ -312,6 +329,9 @@ class SharedInformerFactory:
             self._shutting_down = True
             informers = list(self._informers.values()) + list(self._retired)
             relays = list(self._relays)
+            forgets, self._forgets = self._forgets, []
+        for forget in forgets:  # the callers' stop events hold nothing of the factory's
+            forget()
         for generic in informers:
             generic.stop_event.set()
         for generic in informers:

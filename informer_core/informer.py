@@ -43,6 +43,7 @@ from informer_core.listwatch import (
     ListerWatcher,
 )
 from informer_core.reflector import Reflector, ReflectorStats
+from informer_core.stop import when_set
 from informer_core.store import (
     LABEL_INDEX,
     EncodedView,
@@ -601,10 +602,14 @@ class SharedIndexInformer:
         reflector_thread = threading.Thread(target=reflector.run, args=(stop,),
                                             name=f"reflector-{self.name}", daemon=True)
         reflector_thread.start()
+        # a stop that tells (informer_core.stop) closes the queue, which ends a pop waiting
+        # on it; one that cannot tell is looked at between pops of at most _POP_TIMEOUT
+        forget = when_set(stop, fifo.close)
+        pop_timeout = _POP_TIMEOUT if forget is None else None
         try:
             while not stop.is_set():
                 try:
-                    fifo.pop(self.handle_deltas, timeout=_POP_TIMEOUT)
+                    fifo.pop(self.handle_deltas, timeout=pop_timeout)
                 except TimeoutError:
                     continue
                 except FIFOClosedError:
@@ -613,6 +618,8 @@ class SharedIndexInformer:
                     log.exception("%s: failed to process deltas", self.name)
                 self._announce_sync_once()  # maybe the initial list's last item was just handled
         finally:
+            if forget is not None:
+                forget()
             fifo.close()
             reflector_thread.join()
             self._processor.stop()

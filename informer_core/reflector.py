@@ -47,6 +47,7 @@ from informer_core.listwatch import (
     WatchStream,
     status_error,
 )
+from informer_core.stop import when_set
 
 __all__ = [
     "ListOptions",
@@ -65,7 +66,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MIN_WATCH_TIMEOUT = 300.0  # seconds; each watch asks for [MIN, 2*MIN)
-_SUPERVISE_INTERVAL = 0.2
+_SUPERVISE_INTERVAL = 0.2  # how often a stop event that cannot tell is looked at
+_RESYNC_CHECK = 1.0  # the longest wait between looks at the clock for a resync due
 
 
 class ReflectorStore(Protocol):
@@ -204,16 +206,30 @@ class Reflector:
 
     @contextlib.contextmanager
     def _supervised(self, stop: threading.Event) -> Iterator[None]:
-        """Run the supervisor thread (abort on stop, resyncs) for the block's duration."""
+        """For the block's duration, abort the call in flight when ``stop`` is set and run
+        resyncs when due. A stop that tells (``informer_core.stop``) aborts the call from
+        the thread that sets it, and a helper thread runs only for resyncs; one that cannot
+        tell is looked at by the helper every ``_SUPERVISE_INTERVAL``."""
         done = threading.Event()
-        helper = threading.Thread(target=self._supervise, args=(stop, done),
-                                  name=f"reflector-supervisor-{self.name}", daemon=True)
-        helper.start()
+
+        def stopped() -> None:
+            done.set()
+            self._stop_now()
+
+        forget = when_set(stop, stopped)
+        helper = None
+        if forget is None or self.resync_period > 0:
+            helper = threading.Thread(target=self._supervise, args=(stop, done, forget is None),
+                                      name=f"reflector-supervisor-{self.name}", daemon=True)
+            helper.start()
         try:
             yield
         finally:
             done.set()
-            helper.join()
+            if forget is not None:
+                forget()
+            if helper is not None:
+                helper.join()
 
     # -- list ------------------------------------------------------------------
 
@@ -392,13 +408,17 @@ class Reflector:
             except Exception:  # noqa: BLE001 - a handler must not kill the reflector
                 log.exception("%s: watch error handler failed", self.name)
 
-    def _supervise(self, stop: threading.Event, done: threading.Event) -> None:
-        """Abort the call in flight when ``stop`` is set; run resyncs when due."""
+    def _supervise(self, stop: threading.Event, done: threading.Event, poll: bool) -> None:
+        """Run resyncs when due until ``done``; ``poll``: also look at ``stop`` (one that
+        cannot tell) and abort the call in flight when it is set."""
         next_resync = self._clock() + self.resync_period if self.resync_period > 0 else None
         while not done.is_set():
-            if stop.wait(_SUPERVISE_INTERVAL):
-                self._nudged.set()  # a backoff being waited out ends too
-                self._abort()
+            if poll:
+                if stop.wait(_SUPERVISE_INTERVAL):
+                    self._stop_now()
+                    return
+            elif done.wait(min(max(next_resync - self._clock(), 0.0), _RESYNC_CHECK)
+                           if next_resync is not None else None):
                 return
             if next_resync is not None and self._clock() >= next_resync:
                 next_resync = self._clock() + self.resync_period
@@ -407,6 +427,11 @@ class Reflector:
                         self._store.resync()
                     except Exception:  # noqa: BLE001
                         log.exception("%s: resync failed", self.name)
+
+    def _stop_now(self) -> None:
+        """``stop`` was set: a backoff being waited out ends, the call in flight is aborted."""
+        self._nudged.set()
+        self._abort()
 
     def _abort(self) -> None:
         if isinstance(self._lw, Abortable):

@@ -103,6 +103,7 @@ def test_package_exports_exactly(package, names):
     ("informer_core.informer", ["EncodedHandler", "HandlerRegistration", "ResourceEventHandler",
                                 "InlineHandler", "ResourceEventHandlerFuncs", "SettledHandler",
                                 "SharedIndexInformer", "SyncedHandler"]),
+    ("informer_core.stop", ["StopEvent", "when_set"]),
 ])
 def test_module_exports_exactly(module, names):
     assert sorted(importlib.import_module(module).__all__) == sorted(names)

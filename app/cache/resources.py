@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from informer_core.errors import NotFoundError, UnsupportedResourceError
 from informer_core.factory import GenericInformer, SharedInformerFactory
 from informer_core.informer import HandlerRegistration
 from informer_core.rest import RawClient
+from informer_core.stop import StopEvent
 from informer_core.store import Indexer
 
 __all__ = ["ClusterCache", "ResourceCache"]
@@ -113,7 +113,7 @@ class ClusterCache:
         # remembered so that each request does not cost a refused LIST.
         self._refused: dict[GroupVersionResource, tuple[float, StatusError]] = {}
         self._background: set[asyncio.Task] = set()
-        self._stop = threading.Event()
+        self._stop = StopEvent()  # tells the threads it stops (informer_core.stop)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reaper: asyncio.Task | None = None
         self._reachable: tuple[float, bool] = (0.0, False)

@@ -37,6 +37,7 @@ from app.clusters.config import ClusterSpec, ClustersError, check_name
 from app.clusters.sources import Said
 from informer_core.informer import ResourceEventHandlerFuncs, SharedIndexInformer
 from informer_core.rest import ApiListerWatcher
+from informer_core.stop import StopEvent
 
 __all__ = ["LABEL", "ClusterSecrets", "spec_of_secret", "specs_of_secrets"]
 
@@ -120,7 +121,7 @@ class ClusterSecrets:
             tweak_list_options=lambda o: setattr(o, "label_selector", f"{LABEL}=true"),
             api_version="v1", kind="Secret")
         self.informer = SharedIndexInformer(lister_watcher, name="cluster-secrets")
-        self._stop = threading.Event()
+        self._stop = StopEvent()  # tells the threads it stops (informer_core.stop)
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: asyncio.Task | None = None
