@@ -228,7 +228,7 @@ class ClusterCache:
             task.cancel()
         for entry in self._entries.values():
             entry.hub.close_all(error)
-        self._stop.set()
+        await run_blocking(self._stop.set)  # off the loop: its informers stop as it is set
         await run_blocking(self.factory.shutdown)
 
     # -- resolving ------------------------------------------------------------------

@@ -174,7 +174,7 @@ class ClusterSecrets:
                 return
 
     async def stop(self) -> None:
-        self._stop.set()
+        await run_blocking(self._stop.set)  # off the loop: the informer stops as it is set
         if self._pending is not None:
             self._pending.cancel()
         if self._thread is not None:
