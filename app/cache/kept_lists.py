@@ -128,7 +128,7 @@ class KeptLists:
         """Whether an answer of ``size`` bytes read as ``marks`` say should be kept: a small
         one always, a large one if asked before with nothing under its buckets written
         since, none over half the budget."""
-        if size > self.memory.limit // 2:
+        if size > self.memory.room():  # a new item: keep() gives back the one it replaces
             return False
         if size <= JOIN_BELOW:
             return True

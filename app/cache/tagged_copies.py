@@ -35,7 +35,7 @@ class TaggedCopies:
     def __init__(self, memory: QueryMemory) -> None:
         self.memory = memory
         self._kept: dict[str, tuple[EncodedObject, bytes]] = {}
-        self._bytes = 0  # what the kept copies are charged
+        self._key = ("tagged", id(self))  # the copies' item in the budget
         self.made = 0  # copies made (the rest of those asked for were kept ones)
 
     def of(self, objects: Iterable[EncodedObject], cluster: str,
@@ -43,7 +43,7 @@ class TaggedCopies:
         """The copies of ``objects``, in order, each made by ``tag(raw, cluster)`` unless
         kept; a copy made is kept while the copies hold at most half the budget."""
         kept = self._kept
-        room = self.memory.limit // 2 - self._bytes
+        room = self.memory.room(self._key)
         copies = []
         grown = 0
         for obj in objects:
@@ -62,18 +62,16 @@ class TaggedCopies:
                 del kept[obj.key]
                 grown -= freed
         if grown:
-            self._bytes += grown
-            self.memory.charge(("tagged", id(self)), grown, self._dropped)
+            self.memory.charge(self._key, grown, self._dropped)
         return copies
 
     def _dropped(self) -> None:
         """The budget let every copy go."""
         self._kept = {}
-        self._bytes = 0
 
     def clear(self) -> None:
         """Let every copy go (the cache's end)."""
-        self.memory.release(("tagged", id(self)))
+        self.memory.release(self._key)
         self._dropped()
 
     def __len__(self) -> int:

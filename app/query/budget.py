@@ -58,6 +58,15 @@ class QueryMemory:
         for drop_of in victims:
             drop_of()
 
+    def room(self, key: Hashable | None = None) -> int:
+        """How many more bytes ``key``'s item may hold (none: a new item): half the limit
+        less what it holds now. ``charge`` keeps the item it is charging whatever its size,
+        so an owner that let one item grow past this would have every other dropped for it;
+        those that keep large things ask here first, and make the rest for the answer."""
+        with self._lock:
+            item = self._items.get(key) if key is not None else None
+            return self.limit // 2 - (item[0] if item is not None else 0)
+
     def release(self, key: Hashable) -> None:
         """Forget ``key``'s item: its owner dropped it."""
         with self._lock:

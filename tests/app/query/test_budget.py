@@ -27,3 +27,15 @@ def test_given_back_bytes_and_released_items_leave_the_ledger():
     memory.release("a")
     memory.release("never-charged")
     assert memory.used == 0 and len(memory) == 0
+
+
+def test_an_item_has_room_for_half_the_limit_less_what_it_holds():
+    memory = QueryMemory(limit=1000)
+    assert memory.room() == memory.room("a") == 500  # a new item
+    memory.charge("a", 300, lambda: None)
+    memory.charge("b", 100, lambda: None)
+    assert memory.room("a") == 200 and memory.room("b") == 400 and memory.room() == 500
+    memory.charge("a", 400, lambda: None)  # past half: the owner did not ask
+    assert memory.room("a") == -200
+    memory.release("a")
+    assert memory.room("a") == 500
