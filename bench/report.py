@@ -269,7 +269,8 @@ _FLOOR = """\
 
 `bench/floor.py` answers each query with the gateway's own answer bytes, fixed
 in memory, on the same uvicorn (same event loop, HTTP parser and TLS), measured
-in the first round only. It does no work at all, so its figures are the most
+in every round right beside the gateway side it is compared with (which of the two
+goes first alternates by round). It does no work at all, so its figures are the most
 any server on this stack could do; the last column is how much of that the
 gateway reaches with selection, authorization, metrics and encoding included.
 """

@@ -1,10 +1,10 @@
-"""Reading wrk's report and py-spy's folded stacks."""
+"""Reading wrk's report and py-spy's folded stacks; the order the sides are measured in."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.queries import parse_wrk, summarize_folded
+from bench.queries import SIDES, parse_wrk, round_order, summarize_folded
 
 WRK = """\
 Running 5s test @ http://127.0.0.1:8080/api/v1/pods
@@ -51,3 +51,14 @@ def test_folded_stacks_give_own_and_inclusive_shares():
     assert summary["own"][0] == ("join (app/y.py)", 60.0)
     assert ("serve (app/x.py)", 90.0) in summary["inclusive"]
     assert ("send (uvicorn/h.py)", 10.0) in summary["own"]
+
+
+def test_every_round_measures_each_gateway_side_beside_its_floor_first_in_turn():
+    first, second = round_order(0), round_order(1)
+    assert sorted(first) == sorted(second) and len(first) == 2 * len(SIDES) - 1
+    for side in SIDES[1:]:
+        floor = side.replace("gateway", "floor")
+        at = first.index(side)
+        assert first[at + 1] == floor  # right beside it
+        assert second.index(floor) + 1 == second.index(side)  # the floor first next round
+    assert round_order(2) == first
