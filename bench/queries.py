@@ -70,7 +70,9 @@ QUERIES = (
 )
 
 SIDES = ("apiserver", "gateway HTTPS", "gateway HTTP", "gateway HTTPS ×2", "gateway HTTP ×2")
-FLOOR_SIDES = ("floor HTTPS", "floor HTTP", "floor HTTPS ×2", "floor HTTP ×2")
+# each gateway side's floor: the bare app on the same scheme and processes
+FLOOR_OF = {side: side.replace("gateway", "floor") for side in SIDES[1:]}
+FLOOR_SIDES = tuple(FLOOR_OF.values())
 
 
 def round_order(r: int) -> tuple[str, ...]:
@@ -79,8 +81,8 @@ def round_order(r: int) -> tuple[str, ...]:
     once, after every gateway side; a share of it is only as steady as the two figures are
     taken under the same conditions."""
     order = ["apiserver"]
-    for side in SIDES[1:]:
-        pair = [side, side.replace("gateway", "floor")]
+    for side, floor in FLOOR_OF.items():
+        pair = [side, floor]
         order += pair if r % 2 == 0 else pair[::-1]
     return tuple(order)
 
@@ -394,9 +396,9 @@ def floor_table(results: dict) -> str:
     runs = results["runs"]
     for query in QUERIES:
         for conns in results["connections"]:
-            for floor_side in FLOOR_SIDES:
+            for side, floor_side in FLOOR_OF.items():
                 floor = runs.get(f"{query.name}|{conns}|{floor_side}")
-                gw = runs.get(f"{query.name}|{conns}|{floor_side.replace('floor', 'gateway')}")
+                gw = runs.get(f"{query.name}|{conns}|{side}")
                 if not floor or not gw:
                     continue
                 f_rps, g_rps = _median(floor, "requests_per_second"), _median(gw, "requests_per_second")

@@ -63,8 +63,10 @@ class QueryMemory:
         less what it holds now. ``charge`` keeps the item it is charging whatever its size,
         so an owner that let one item grow past this would have every other dropped for it;
         those that keep large things ask here first, and make the rest for the answer."""
+        if key is None:  # a new item (the kept lists' question, once per answer): no lock
+            return self.limit // 2
         with self._lock:
-            item = self._items.get(key) if key is not None else None
+            item = self._items.get(key)
             return self.limit // 2 - (item[0] if item is not None else 0)
 
     def release(self, key: Hashable) -> None:
