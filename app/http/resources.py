@@ -54,9 +54,8 @@ from app.kube.table import render_table, table_bytes
 from app.streams.watch import WatchEncoder
 from informer_core.encoded import EncodedObject
 from informer_core.fields import FieldSelector, Term
-from informer_core.store import object_key
 
-__all__ = ["check_scope", "resource_endpoint", "select_consistent"]
+__all__ = ["check_scope", "resource_answer", "resource_endpoint", "select_consistent"]
 
 _READ_METHODS = ("GET", "HEAD")
 _BULK_ABOVE = 100  # objects cut to their metadata off the event loop from this many
@@ -64,17 +63,24 @@ _TAIL = LIST_TAIL
 
 
 async def resource_endpoint(request: Request) -> Response:
+    """``resource_answer`` as a Starlette endpoint (the application's route for any path
+    no other route takes)."""
+    return await resource_answer(request.scope, request.receive)
+
+
+async def resource_answer(scope: dict, receive: Any) -> Response:
     """Answer one request for a resource collection or object.
 
     A request of a shape checked before (``app.kube.shapes``) is authorized and read
-    straight away; any other is checked (``_checked``) first.
+    straight away; any other is checked (``_checked``) first. Only those make a Starlette
+    ``Request``: on the cheapest answer (one object by name) making it was a measurable
+    part of the whole.
 
     Raises:
         StatusError: every error answer (the application's handler sends it).
     """
-    scope = request.scope
     context = context_of(scope)
-    gateway = context.gateway or request.app.state.gateway
+    gateway = context.gateway or scope["app"].state.gateway
     cluster = context.cluster or gateway.default
     method = scope["method"]
     if method == "OPTIONS":
@@ -89,8 +95,9 @@ async def resource_endpoint(request: Request) -> Response:
         authorization = cluster.authorization
         access = shape.access
         grant = authorization.granted(scope, access) or await authorization.authorize(
-            request, access)
+            scope, access)
     else:
+        request = Request(scope, receive)
         shape, grant = await _checked(request, gateway, cluster, key)
         if shape.access.verb != "watch":
             cluster.shapes.keep(key, shape)  # (streams are long: their checks are not kept)
@@ -102,7 +109,7 @@ async def resource_endpoint(request: Request) -> Response:
     if query.resource_version:
         await fresh_enough(entry.hub, query, listing=shape.target.name is None)
     if shape.target.name is not None:
-        response = _get(request, entry, shape.target, shape.accept, query)
+        response = _get(entry, shape, query)
     else:
         response = await _list(entry, shape, shape.reading(grant.namespaces), if_none_match,
                                gzip_ok)
@@ -212,13 +219,14 @@ async def _finish(body: bytes, etag: str | None, gzip_ok: bool) -> Response:
     return Response(body, media_type="application/json", headers=headers)
 
 
-def _get(request: Request, entry: ResourceCache, target: ResourcePath, accept: Accept,
-         query: Query) -> Response:
-    found = entry.indexer.get_encoded_by_key(object_key(target.namespace, target.name))
+def _get(entry: ResourceCache, shape: Shape, query: Query) -> Response:
+    found = entry.indexer.get_encoded_by_key(shape.key)
     if found is None:
+        target = shape.target
         res = entry.resource
         raise not_found(f'{res.resource}{"." + res.group if res.group else ""} "{target.name}" '
                         f"not found", resource=res.resource, name=target.name or "", group=res.group)
+    accept = shape.accept
     if accept.kind == "table":
         body = table_bytes([found.to_dict()], entry.printer, table_version=accept.table_version,
                            include=query.include_object,

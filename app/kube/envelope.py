@@ -77,8 +77,8 @@ def list_length(head: bytes, items: list[bytes], tail: bytes) -> int:
     return len(head) + len(tail) + sum(map(len, items)) + max(len(items) - 1, 0)
 
 
-_STORED_HEADERS = [(b"content-type", b"application/json"),
-                   (b"cache-control", b"no-cache, private")]
+_JSON = (b"content-type", b"application/json")
+_NO_CACHE = (b"cache-control", b"no-cache, private")
 
 
 class KeptBody(Response):
@@ -94,8 +94,8 @@ class KeptBody(Response):
         self.background = None
         self.body = b""
         self._pieces = pieces
-        self.length = sum(map(len, pieces))
-        self.raw_headers = [*_STORED_HEADERS, (b"content-length", str(self.length).encode())]
+        self.length = length = len(pieces[0]) if len(pieces) == 1 else sum(map(len, pieces))
+        self.raw_headers = [_JSON, _NO_CACHE, (b"content-length", b"%d" % length)]
         if etag is not None:
             self.raw_headers.insert(2, (b"etag", etag.encode()))
 

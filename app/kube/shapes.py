@@ -30,6 +30,7 @@ from typing import Any
 from app.auth.authorization import Access
 from app.kube.request import Accept, Query, ResourcePath
 from app.query.selection import Selection
+from informer_core.store import object_key
 
 __all__ = ["KEPT", "Reading", "RequestShapes", "Shape", "request_headers"]
 
@@ -67,7 +68,7 @@ class Shape:
     and answer form, and the access a caller needs for it."""
 
     __slots__ = ("path", "raw_query", "target", "resource", "gvr", "query", "accept", "access",
-                 "view", "_namespaces", "_reading")
+                 "view", "key", "_namespaces", "_reading")
 
     def __init__(self, path: str, raw_query: bytes, target: ResourcePath, resource: Any,
                  query: Query, accept: Accept, access: Access, view: object) -> None:
@@ -75,6 +76,8 @@ class Shape:
         self.resource, self.query, self.accept, self.access = resource, query, accept, access
         self.gvr = resource.gvr  # (made anew by each read of the resource's property)
         self.view = view  # discovery's view the resource was resolved from
+        # the store's key of the one object a get names (``None`` for a collection)
+        self.key = None if target.name is None else object_key(target.namespace, target.name)
         self._namespaces: frozenset[str] | None = None
         self._reading: Reading | None = None
 

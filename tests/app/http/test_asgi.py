@@ -111,10 +111,10 @@ class _FailsMidway:
 def test_an_error_after_the_answer_started_sends_no_second_answer(monkeypatch, caplog):
     import app.http.asgi as asgi
 
-    async def endpoint(request):
+    async def endpoint(scope, receive):
         return _FailsMidway()
 
-    monkeypatch.setattr(asgi, "resource_endpoint", endpoint)
+    monkeypatch.setattr(asgi, "resource_answer", endpoint)
     sent: list[dict] = []
 
     async def send(message: dict) -> None:
