@@ -107,7 +107,10 @@ class DeltaFIFO:
                  emit_delta_type_replaced: bool = True,
                  clock: Callable[[], float] = time.monotonic,
                  process_while_idle: bool = False) -> None:
-        self._cond = threading.Condition(threading.Lock())  # guards everything below
+        # guards everything below; held as ``with self._lock`` (a C call), not through the
+        # condition's ``__enter__``/``__exit__`` (two Python calls, several times a change)
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._process_while_idle = process_while_idle
         self._idle_consumer: PopProcessFunc | None = None  # ``pop``'s process while it waits
         self._handing_over = False
@@ -140,7 +143,7 @@ class DeltaFIFO:
 
     def add(self, obj: Any) -> None:
         """Queue an ``Added`` delta."""
-        with self._cond:
+        with self._lock:
             self._populated = True
             self._queue_action_locked(DeltaType.ADDED, obj, version=self._note_version_locked(obj),
                                       notify=False)
@@ -150,7 +153,7 @@ class DeltaFIFO:
 
     def update(self, obj: Any) -> None:
         """Queue an ``Updated`` delta."""
-        with self._cond:
+        with self._lock:
             self._populated = True
             self._queue_action_locked(DeltaType.UPDATED, obj,
                                       version=self._note_version_locked(obj), notify=False)
@@ -165,7 +168,7 @@ class DeltaFIFO:
         already; reporting it twice would be wrong.
         """
         key = self.key_of(obj)
-        with self._cond:
+        with self._lock:
             self._populated = True
             version = self._note_version_locked(obj)
             if self._known_objects is None:
@@ -181,7 +184,7 @@ class DeltaFIFO:
     def replace(self, objs: Iterable[Any], resource_version: str = "") -> None:
         """Queue the new full list, and a tombstone for every known key missing from it."""
         action = DeltaType.REPLACED if self._emit_replaced else DeltaType.SYNC
-        with self._cond:
+        with self._lock:
             self._resource_version = resource_version or self._resource_version
             version = _version_number(resource_version)
             keys: set[str] = set()
@@ -216,7 +219,7 @@ class DeltaFIFO:
 
     def update_resource_version(self, resource_version: str) -> None:
         """Note the version the producer has reached (a bookmark: no change up to it)."""
-        with self._cond:
+        with self._lock:
             self._resource_version = resource_version or self._resource_version
 
     def settled_version(self) -> str:
@@ -250,7 +253,7 @@ class DeltaFIFO:
         An object with queued deltas is skipped: the store still holds its
         previous state, and a sync carrying that would undo the queued change.
         """
-        with self._cond:
+        with self._lock:
             if self._known_objects is None:
                 return
             for key in self._known_objects.list_keys():
@@ -269,7 +272,7 @@ class DeltaFIFO:
         from the producer win over the stale retry.
         """
         key = self.key_of(deltas)
-        with self._cond:
+        with self._lock:
             self._populated = True
             if key in self._items:
                 return
@@ -280,7 +283,7 @@ class DeltaFIFO:
 
     def close(self) -> None:
         """Close the queue: ``pop`` drains what is left, then raises ``FIFOClosedError``."""
-        with self._cond:
+        with self._lock:
             self._closed = True
             self._cond.notify_all()
 
@@ -299,7 +302,7 @@ class DeltaFIFO:
             TimeoutError: ``timeout`` seconds passed with nothing to pop.
         """
         deadline = None if timeout is None else self._clock() + timeout
-        with self._cond:
+        with self._lock:
             while not self._queue:
                 if self._closed:
                     raise FIFOClosedError("DeltaFIFO: manipulating with closed queue")
@@ -353,17 +356,17 @@ class DeltaFIFO:
 
     def has_synced(self) -> bool:
         """Return whether the first ``replace``'s items (or any first change) were all popped."""
-        with self._cond:
+        with self._lock:
             return self._has_synced_locked()
 
     def list_keys(self) -> list[str]:
         """Return the queued keys, in queue order."""
-        with self._cond:
+        with self._lock:
             return list(self._queue)
 
     def list(self) -> list[Any]:
         """Return the newest object of every queued key."""
-        with self._cond:
+        with self._lock:
             return [self._items[k][-1].object for k in self._queue]
 
     def get(self, obj: Any) -> list[Delta] | None:
@@ -372,17 +375,17 @@ class DeltaFIFO:
 
     def get_by_key(self, key: str) -> list[Delta] | None:
         """Return a copy of the deltas queued for ``key``, or ``None``."""
-        with self._cond:
+        with self._lock:
             deltas = self._items.get(key)
             return list(deltas) if deltas is not None else None
 
     def is_closed(self) -> bool:
         """Return whether ``close`` was called."""
-        with self._cond:
+        with self._lock:
             return self._closed
 
     def __len__(self) -> int:
-        with self._cond:
+        with self._lock:
             return len(self._queue)
 
     # -- internals ------------------------------------------------------------

@@ -48,8 +48,10 @@ class EncodedObject:
         """Wrap ``raw``; ``obj`` is its already-parsed form, when the caller has it."""
         if obj is None:
             obj = orjson.loads(raw)
-        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-        if not isinstance(meta, Mapping):
+        # (``type() is dict`` first: ``isinstance`` against the ``Mapping`` ABC is a Python
+        # call, three of them for every object the informer stores)
+        meta = obj.get("metadata") if type(obj) is dict or isinstance(obj, Mapping) else None
+        if type(meta) is not dict and not isinstance(meta, Mapping):
             meta = {}
         self.raw = raw
         # Namespaces and label pairs repeat across thousands of objects: intern them.
@@ -58,7 +60,7 @@ class EncodedObject:
         name = meta.get("name")
         name = name if isinstance(name, str) else ""
         labels = meta.get("labels")
-        if isinstance(labels, Mapping) and labels:
+        if labels and (type(labels) is dict or isinstance(labels, Mapping)):
             self.labels = {_intern(str(k)): _intern(str(v)) for k, v in labels.items()}
         else:
             self.labels = _EMPTY_LABELS

@@ -454,7 +454,7 @@ class _InformerFIFO(DeltaFIFO):
         return version
 
     def _settle_if_idle(self) -> None:
-        with self._cond:
+        with self._lock:
             version = self.settled_version()
             if version and version != self._announced:
                 self._announced = version

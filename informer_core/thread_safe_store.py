@@ -293,8 +293,19 @@ class ThreadSafeStore:
         changes: list[tuple[str, list[str], list[str]]] = []
         self.tick = tick = self.tick + 1
         for name, func in self._indexers.items():
-            old_values = _call(func, old, key, name) if old is not None else []
-            new_values = _call(func, new, key, name) if new is not None else []
+            old_values = new_values = None
+            if getattr(func, "accepts_encoded", False):
+                # a function of the encoded form, called here as ``_call`` would (a Python
+                # frame a call, for each index of every change and of every object synced)
+                try:
+                    old_values = func(old) if old is not None else []
+                    new_values = func(new) if new is not None else []
+                except Exception:  # noqa: BLE001 - called again below, which says what failed
+                    old_values = None
+            if type(old_values) is not list or type(new_values) is not list:
+                # anything else (a reader of dicts, None, a tuple, a failure): the general way
+                old_values = _call(func, old, key, name) if old is not None else []
+                new_values = _call(func, new, key, name) if new is not None else []
             touched = self._touched[name]
             for value in old_values:
                 touched[value] = tick

@@ -283,8 +283,9 @@ class Subscriber:
         matching is ``ADDED``; changes to objects that never matched are dropped.
         """
         sel = self.selection
-        if sel.everything() and sel.namespace is None:
-            return event.type
+        if sel.namespace_only:  # the namespace alone, which no change moves an object out of
+            namespace = sel.namespace
+            return event.type if namespace is None or event.obj.namespace == namespace else None
         new_match = sel.matches(event.obj, lambda: event.decoded("new"))
         if event.type != "MODIFIED":
             return event.type if new_match else None

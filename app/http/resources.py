@@ -109,7 +109,7 @@ async def resource_answer(scope: dict, receive: Any) -> Response:
     if query.resource_version:
         await fresh_enough(entry.hub, query, listing=shape.target.name is None)
     if shape.target.name is not None:
-        response = _get(entry, shape, query)
+        response = _get(entry, shape)
     else:
         response = await _list(entry, shape, shape.reading(grant.namespaces), if_none_match,
                                gzip_ok)
@@ -219,7 +219,7 @@ async def _finish(body: bytes, etag: str | None, gzip_ok: bool) -> Response:
     return Response(body, media_type="application/json", headers=headers)
 
 
-def _get(entry: ResourceCache, shape: Shape, query: Query) -> Response:
+def _get(entry: ResourceCache, shape: Shape) -> Response:
     found = entry.indexer.get_encoded_by_key(shape.key)
     if found is None:
         target = shape.target
@@ -229,7 +229,7 @@ def _get(entry: ResourceCache, shape: Shape, query: Query) -> Response:
     accept = shape.accept
     if accept.kind == "table":
         body = table_bytes([found.to_dict()], entry.printer, table_version=accept.table_version,
-                           include=query.include_object,
+                           include=shape.query.include_object,
                            resource_version=found.resource_version)
         return Response(body, media_type="application/json")
     if accept.kind == "meta":

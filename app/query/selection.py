@@ -42,7 +42,7 @@ class Selection:
     """
 
     __slots__ = ("namespace", "namespaces", "labels", "fields", "filters", "_fast_terms", "_slow",
-                 "_group")
+                 "_group", "namespace_only")
 
     def __init__(self, namespace: str | None = None, labels: Selector | None = None,
                  fields: FieldSelector | None = None,
@@ -57,6 +57,10 @@ class Selection:
         self._slow = FieldSelector(tuple(slow)) if slow else None
         self.filters = filters
         self._group: int | None = None
+        # nothing filtered out beyond the namespace (``everything``), said once: every
+        # change's dispatch asks it of each selection
+        self.namespace_only = (self.labels.empty() and self.fields.empty()
+                               and self.namespaces is None and not filters)
 
     @property
     def group(self) -> int:
@@ -77,8 +81,7 @@ class Selection:
 
     def everything(self) -> bool:
         """Return whether nothing is filtered out (beyond the namespace)."""
-        return (self.labels.empty() and self.fields.empty() and self.namespaces is None
-                and not self.filters)
+        return self.namespace_only
 
     def matches(self, obj: EncodedObject, decoded: Callable[[], dict[str, Any]] | None = None) -> bool:
         """Return whether ``obj`` is selected; ``decoded()`` supplies its dict if needed."""

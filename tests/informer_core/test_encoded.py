@@ -22,6 +22,11 @@ def test_cluster_scoped_and_odd_objects():
     odd = EncodedObject.from_dict({"metadata": {"name": "x", "labels": None}})
     assert odd.labels == {}
     assert EncodedObject(b'{"kind":"Thing"}').key == ""
+    # any mapping, not only a dict, is read the same (dicts take a shorter way)
+    from types import MappingProxyType
+    proxied = EncodedObject(b"{}", MappingProxyType({"metadata": MappingProxyType(
+        {"name": "p", "namespace": "ns", "labels": MappingProxyType({"a": "b"})})}))
+    assert (proxied.key, proxied.labels) == ("ns/p", {"a": "b"})
 
 
 def test_equality_and_helpers():

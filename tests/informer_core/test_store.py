@@ -240,6 +240,36 @@ def test_failing_index_function_leaves_the_store_unchanged():
     assert store.index_keys("picky", "ok") == ["ns/a"]
 
 
+def test_index_functions_of_the_encoded_form_are_checked_as_any_other():
+    # such functions are called directly on every write; what they give back is still held
+    # to what the general way asks (a list, a failure said with the key and the index)
+    from informer_core.thread_safe_store import accepts_encoded
+
+    @accepts_encoded
+    def by_owner(obj):
+        owner = obj.labels.get("owner")
+        if owner == "bad":
+            raise RuntimeError("cannot index")
+        return (owner,) if owner else None  # a tuple, or None: both taken as the general way takes them
+
+    store = Indexer(indexers={"owner": by_owner})
+    store.add(pod("a", labels={"owner": "ann"}))
+    store.update(pod("a", labels={"owner": "bob"}, rv="2"))
+    assert store.index_keys("owner", "bob") == ["ns/a"] and store.index_keys("owner", "ann") == []
+    store.update(pod("a", rv="3"))
+    assert store.index_keys("owner", "bob") == []
+    with pytest.raises(ValueError, match="unable to calculate an index entry for key 'ns/a'"):
+        store.update(pod("a", labels={"owner": "bad"}, rv="4"))
+    assert store.get_by_key("ns/a") == pod("a", rv="3")
+
+    @accepts_encoded
+    def a_string(obj):
+        return obj.namespace
+
+    with pytest.raises(ValueError, match="returned a str"):
+        Indexer(indexers={"ns": a_string}).add(pod("a"))
+
+
 def test_custom_key_func():
     store = Indexer(key_func=lambda o: o["metadata"]["uid"])
     store.add({"metadata": {"name": "a", "uid": "u1"}})
