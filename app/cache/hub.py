@@ -734,7 +734,7 @@ class EventHub:
         """Return the current matching objects, in key order unless not ``ordered``
         (consistent with ``seq``)."""
         view = self.view
-        if selection.everything() and selection.namespace is None:
+        if selection.namespace_only and selection.namespace is None:
             objects = list(view.values())
         else:
             objects = [o for o in view.values() if selection.matches(o)]

@@ -57,8 +57,8 @@ class Selection:
         self._slow = FieldSelector(tuple(slow)) if slow else None
         self.filters = filters
         self._group: int | None = None
-        # nothing filtered out beyond the namespace (``everything``), said once: every
-        # change's dispatch asks it of each selection
+        # nothing filtered out beyond the namespace, said once: every change's dispatch
+        # asks it of each selection
         self.namespace_only = (self.labels.empty() and self.fields.empty()
                                and self.namespaces is None and not filters)
 
@@ -78,10 +78,6 @@ class Selection:
                 found = _GROUPS[key] = next(_NUMBERS)
             self._group = found
         return found
-
-    def everything(self) -> bool:
-        """Return whether nothing is filtered out (beyond the namespace)."""
-        return self.namespace_only
 
     def matches(self, obj: EncodedObject, decoded: Callable[[], dict[str, Any]] | None = None) -> bool:
         """Return whether ``obj`` is selected; ``decoded()`` supplies its dict if needed."""

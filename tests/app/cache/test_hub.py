@@ -49,6 +49,15 @@ def test_initial_population_is_not_an_event_and_sets_the_version():
     assert hub.events_after_rv(12) == [] and hub.events_after_rv(7) is None
 
 
+def test_a_snapshot_filters_by_everything_the_selection_asks_beyond_all_namespaces():
+    hub = ready_hub(obj("a", 5, {"team": "red"}), obj("b", 6), obj("c", 7, {"team": "red"}, ns="m"))
+    assert [o.key for o in hub.snapshot(Selection())] == ["m/c", "n/a", "n/b"]
+    assert [o.key for o in hub.snapshot(Selection(namespace="n"))] == ["n/a", "n/b"]
+    red = Selection(labels=parse_selector("team=red"))
+    assert [o.key for o in hub.snapshot(red)] == ["m/c", "n/a"]
+    assert sorted(o.key for o in hub.snapshot(red, ordered=False)) == ["m/c", "n/a"]
+
+
 def test_events_at_points_carry_their_version_as_id_and_resume_by_it():
     hub = ready_hub(obj("a", 5))
     change(hub, "b", 8)
