@@ -12,7 +12,9 @@ so that receiving does not eat the machine: where it does, its own backlog is wh
 latency measures.
 Each change is a patch to the real API server carrying its send time; latency
 is from that send to the receiver's receipt; ``lost`` counts expected
-deliveries that never arrived.
+deliveries that had not arrived by the receiver's deadline (``seconds + settle`` from its
+start, connecting included): late ones count too, so at the machine's limit it measures a
+backlog as well as anything dropped.
 """
 
 from __future__ import annotations

@@ -322,7 +322,8 @@ read from `/proc`); a compiled receiver (`bench/fanout/receiver.go`) holds every
 stream, so that receiving does not eat the machine. The driver patches 10
 ConfigMaps round-robin at a fixed rate through the API server; each patch
 carries its send time, and latency is from that send to the receiver reading
-the change. `lost` counts expected deliveries that never arrived. The same load
+the change. `lost` counts expected deliveries that had not arrived by the receiver's deadline (25 s
+after the changes' run; 10 s in the subscriber counts below), late ones included. The same load
 then goes to direct watches on the API server. The gateway is itself a watcher
 of the API server, so its latency is the API server's delivery to one watcher
 plus the fan-out. Its CPU per delivery is the whole process's CPU over the run

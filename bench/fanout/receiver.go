@@ -4,7 +4,7 @@
 // in the annotation "bench/sent"; the receiver records, per stream, every
 // resourceVersion it gets and the latency from send to receipt.
 // It prints one JSON line: connected streams, deliveries, latency percentiles,
-// and how many expected deliveries never arrived.
+// and how many expected deliveries had not arrived by its deadline (late or never).
 //
 // It shares the machine with what it measures, so it does as little as it can per
 // delivery: the two fields it needs are found in the line's bytes (the first
