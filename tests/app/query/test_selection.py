@@ -34,8 +34,8 @@ def test_any_other_term_is_more_than_a_namespace(selection):
 
 
 def test_a_namespace_given_drops_the_callers_namespaces():
-    """One namespace asked for is checked against the caller's set by ``select``; the
-    selection itself then filters by that namespace only."""
+    """A namespace asked for replaces the caller's set of namespaces, which narrows only
+    lists of all namespaces; the request's authorization decides the one namespace."""
     selection = Selection(namespace="n", namespaces=frozenset({"m"}))
     assert selection.namespaces is None and selection.namespace_only
 
