@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
                 fan_seconds=60.0, settle=25.0, send_seconds=10.0, workers_seconds=60.0,
                 workers_rate=50.0,
                 merged_rounds=15, clients_rounds=5, scale_pods=(1_000, 10_000, 50_000),
-                scale_subscribers=(100, 1_000, 5_000, 10_000), scale_seconds=30.0)
+                scale_subscribers=(100, 1_000, 5_000, 10_000), scale_seconds=30.0,
+                scale_settle=10.0)
     if args.quick:
         size = dict(pods=200, configmaps=20, sync_rounds=1, query_seconds=1.0, query_rounds=1,
                     authz_rounds=1, authz_requests=500, subscribers=10, rate=5.0,
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
                     workers_rate=5.0,
                     merged_rounds=2, clients_rounds=1, scale_pods=(100, 300),
                     scale_subscribers=(5, 10),
-                    scale_seconds=2.0)
+                    scale_seconds=2.0, scale_settle=3.0)
     command = ("python -m bench" + (" --quick" if args.quick else "") + f" --out {args.out}"
                + (f" --json {args.json}" if args.json else ""))
     started = time.monotonic()
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     print("how cost grows: objects, then subscribers ...", flush=True)  # on a cluster of its own
     results["scale"] = scale.run(size["scale_pods"], size["scale_subscribers"],
                                  fan_seconds=size["scale_seconds"],
-                                 settle=10.0 if not args.quick else 3.0,
+                                 settle=size["scale_settle"],
                                  query_seconds=size["query_seconds"])
     results["seconds"] = round(time.monotonic() - started)
     args.out.parent.mkdir(parents=True, exist_ok=True)

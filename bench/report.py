@@ -322,8 +322,9 @@ read from `/proc`); a compiled receiver (`bench/fanout/receiver.go`) holds every
 stream, so that receiving does not eat the machine. The driver patches 10
 ConfigMaps round-robin at a fixed rate through the API server; each patch
 carries its send time, and latency is from that send to the receiver reading
-the change. `lost` counts expected deliveries that had not arrived by the receiver's deadline (25 s
-after the changes' run; 10 s in the subscriber counts below), late ones included. The same load
+the change. `lost` counts expected deliveries that had not arrived by the receiver's deadline:
+the changes' {seconds:g} s plus {settle:g} s from the receiver's start, connecting included, so late
+ones count too. The same load
 then goes to direct watches on the API server. The gateway is itself a watcher
 of the API server, so its latency is the API server's delivery to one watcher
 plus the fan-out. Its CPU per delivery is the whole process's CPU over the run
@@ -453,7 +454,7 @@ def render(results: dict) -> str:
         parts.append(authz.app_cost_table(a) + "\n")
     parts.append(_SYNC.format(pods=size["pods"], rounds=len(results["sync"]["ours"])))
     parts.append(sync_pods.table(results["sync"]) + "\n")
-    parts.append(_FANOUT)
+    parts.append(_FANOUT.format(seconds=size["fan_seconds"], settle=size["settle"]))
     parts.append(fanout.table(results["fanout"]) + "\n")
     if "send_cost" in results:
         parts.append(send_cost.table(results["send_cost"]) + "\n")
@@ -462,6 +463,9 @@ def render(results: dict) -> str:
         parts.append(_SCALE.format(sizes=" / ".join(f"{int(n):,}" for n in s["objects"]),
                                    seconds=s["query_seconds"], rate=s["rate"],
                                    fan_seconds=s["fan_seconds"]))
+        if "settle" in s:  # results from before it was recorded say nothing of it
+            parts.append(f"A subscriber count's `lost` is counted as above, its receiver's deadline "
+                         f"the changes' {s['fan_seconds']:g} s plus {s['settle']:g} s.\n")
         if s.get("command"):  # measured apart from the rest, and said so
             parts.append(f"These rows come from a run of their own, on the same machine and day: "
                          f"`{s['command']}`.\n")

@@ -180,7 +180,8 @@ def run(sizes: tuple[int, ...] = (1_000, 10_000, 50_000),
     workdir = Path(tempfile.mkdtemp(prefix="kcg-scale-"))
     try:
         with LocalCluster() as cluster:
-            return {"rate": rate, "fan_seconds": fan_seconds, "query_seconds": query_seconds,
+            return {"rate": rate, "fan_seconds": fan_seconds, "settle": settle,
+                    "query_seconds": query_seconds,
                     "objects": objects(cluster, sizes, query_seconds, workdir, log),
                     "subscribers": subscribers(cluster, counts, rate, fan_seconds, settle,
                                                workdir, log)}

@@ -19,3 +19,21 @@ def test_the_cpu_per_delivery_is_shown_where_measured_and_left_blank_in_older_ru
     assert "| 12.1 % | 13.3 µs (user 4.5) | 104.6 MiB |" in new
     assert "| 20.0 % |  | 200.0 MiB |" in old
     assert "|  |  |  | 18.7 % |" in apiserver
+
+
+def test_the_report_states_the_receivers_deadline_from_the_runs_own_settings():
+    """``lost`` counts what had not arrived by ``seconds + settle``: the prose reads both from
+    the results rather than repeating them, and says nothing of a setting a run did not record."""
+    import json
+    from pathlib import Path
+
+    from bench.report import render
+
+    results = json.loads((Path(__file__).parents[2] / "docs" / "benchmarks.json").read_text())
+    results["size"].update(fan_seconds=11.0, settle=7.0)
+    results["scale"].pop("settle", None)
+    report = render(results)
+    assert "the changes' 11 s plus 7 s from the receiver's start" in report
+    assert "A subscriber count's `lost`" not in report  # results from before it was recorded
+    results["scale"].update(fan_seconds=30.0, settle=4.5)
+    assert "its receiver's deadline the changes' 30 s plus 4.5 s." in render(results)

@@ -37,6 +37,7 @@ def test_quick_benchmark_run_writes_the_report(tmp_path, local_cluster):
     assert "| Q4 | 8 |" in report and "| one object by name |" in report  # authorization's cost
     assert "Q1 with --authz kubernetes" in report
     assert "| floor SSE |" in report and "µs (the floor " in report  # the fan-out's yardstick
+    assert "its receiver's deadline the changes' 2 s plus 3 s." in report  # the quick settings
     assert "; one send() alone " in report and "(one send() alone, 600 B) |" in report  # the kernel's
     # the receiver read what every side sent (a receiver that reads nothing would report no
     # latency at all, and the tables would still be written)
