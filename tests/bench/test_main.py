@@ -38,6 +38,8 @@ def test_quick_benchmark_run_writes_the_report(tmp_path, local_cluster):
     assert "Q1 with --authz kubernetes" in report
     assert "| floor SSE |" in report and "µs (the floor " in report  # the fan-out's yardstick
     assert "its receiver's deadline the changes' 2 s plus 3 s." in report  # the quick settings
+    assert "The gateway's own CPU is measured in 2 rounds" in report
+    assert "the median of 2 rounds' " in report  # the own-CPU targets, from both rounds
     assert "; one send() alone " in report and "(one send() alone, 600 B) |" in report  # the kernel's
     # the receiver read what every side sent (a receiver that reads nothing would report no
     # latency at all, and the tables would still be written)
@@ -45,3 +47,8 @@ def test_quick_benchmark_run_writes_the_report(tmp_path, local_cluster):
     sides = [side for scenario in results["fanout"].values() for side in scenario.values()]
     sides += [side for row in results["scale"]["subscribers"].values() for side in row.values()]
     assert sides and all(side["deliveries"] > 0 for side in sides), sides
+    for scenario in results["fanout"].values():  # each round measured both sides' CPU
+        for side in ("gateway SSE", "floor SSE"):  # (at toy sizes a round may be under a tick)
+            rounds = scenario[side]["cpu_rounds_us"]
+            assert len(rounds) == 2 and all(isinstance(r, float) and r >= 0 for r in rounds), \
+                (side, rounds)
