@@ -70,8 +70,12 @@ def test_the_own_cpu_target_follows_the_median_of_the_rounds_not_the_first():
 
     results = json.loads((Path(__file__).parents[2] / "docs" / "benchmarks.json").read_text())
     row = "fan-out 200 subscribers x 50 changes/s (gateway SSE): the gateway's own CPU ≤ 2 µs"
-    assert "The gateway's own CPU is measured in" not in render(results)  # a run before rounds
     sides = results["fanout"]["200 subscribers x 50 changes/s"]
+    results["size"].pop("cpu_rounds", None)  # a run from before rounds
+    for scenario in results["fanout"].values():
+        for side in scenario.values():
+            side.pop("cpu_rounds_us", None)
+    assert "The gateway's own CPU is measured in" not in render(results)
     results["size"]["cpu_rounds"] = 3
     sides["gateway SSE"].update(gateway_cpu_us_per_delivery=12.8, cpu_rounds_us=[12.8, 10.2, 11.5])
     sides["floor SSE"].update(gateway_cpu_us_per_delivery=9.1, cpu_rounds_us=[9.1, 9.5, 10.3])
