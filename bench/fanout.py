@@ -55,6 +55,11 @@ def sse_side(workers: int) -> str:
 
 FLOOR_SIDE = "floor SSE"
 
+# the gateway a fan-out scenario streams from: ConfigMaps warm before the first subscriber,
+# and limits that let one client open every subscriber's stream (``--workers`` is the caller's)
+GATEWAY_FLAGS = ("--prewarm", "configmaps", "--max-streams", "20000",
+                 "--max-streams-per-client", "20000", "--subscriber-queue", "10000")
+
 
 def scenario_name(subscribers: int, rate: float) -> str:
     """A scenario's key in the results (``bench.send_cost``'s figures are kept by it too)."""
@@ -77,6 +82,15 @@ def start_floor(cluster: LocalCluster) -> tuple[subprocess.Popen, str]:
         proc.wait()
         raise RuntimeError("the fan-out floor did not start")
     return proc, f"http://127.0.0.1:{port}/"
+
+
+def prepare(kube: KubeAPI, objects: int) -> None:
+    """The namespace ``NS`` and its ``objects`` ConfigMaps ``fan-0``…, which the scenarios'
+    changes patch in turn; those already there are kept."""
+    kube.ensure_namespace(NS)
+    for i in range(objects):
+        if kube.get(f"/api/v1/namespaces/{NS}/configmaps/fan-{i}", ok_missing=True) is None:
+            kube.create(f"/api/v1/namespaces/{NS}/configmaps", {"metadata": {"name": f"fan-{i}"}})
 
 
 def build_receiver(workdir: Path) -> Path:
@@ -161,19 +175,14 @@ def run(subscribers: int = 1000, rate: float = 10.0, seconds: float = 60.0, obje
     try:
         receiver = build_receiver(workdir)
         kube = KubeAPI.for_cluster(cluster)
-        kube.ensure_namespace(NS)
-        for i in range(objects):
-            if kube.get(f"/api/v1/namespaces/{NS}/configmaps/fan-{i}", ok_missing=True) is None:
-                kube.create(f"/api/v1/namespaces/{NS}/configmaps", {"metadata": {"name": f"fan-{i}"}})
+        prepare(kube, objects)
         gateways = {}
         floor = None
         try:
             floor, floor_url = start_floor(cluster)
             for count in workers:
                 gateways[sse_side(count)] = start_gateway(
-                    cluster, workdir / f"w{count}", "--prewarm", "configmaps", "--workers", str(count),
-                    "--max-streams", "20000", "--max-streams-per-client", "20000",
-                    "--subscriber-queue", "10000")
+                    cluster, workdir / f"w{count}", *GATEWAY_FLAGS, "--workers", str(count))
             scenarios = [(subscribers, rate)]
             if also_apiserver_scenario:
                 scenarios.append((200, 50.0))

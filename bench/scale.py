@@ -134,12 +134,8 @@ def subscribers(cluster: LocalCluster, counts: tuple[int, ...], rate: float, sec
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     kube = KubeAPI.for_cluster(cluster)
-    kube.ensure_namespace(fanout.NS)
     objects_ = 10
-    for i in range(objects_):
-        if kube.get(f"/api/v1/namespaces/{fanout.NS}/configmaps/fan-{i}", ok_missing=True) is None:
-            kube.create(f"/api/v1/namespaces/{fanout.NS}/configmaps",
-                        {"metadata": {"name": f"fan-{i}"}})
+    fanout.prepare(kube, objects_)
     receiver = fanout.build_receiver(workdir)
     api_pid = cluster.primary.process.pid
     rows: dict = {}

@@ -41,6 +41,8 @@ __all__ = ["main", "split", "thread_cpu"]
 
 # a thread under this many µs a change is idle timers and housekeeping: not shown
 _SHOWN_FROM = 1.0
+# the ConfigMaps the changes go round, as in ``make bench``'s fan-out
+_OBJECTS = 10
 
 
 def thread_cpu(pid: int) -> dict[int, int]:
@@ -103,11 +105,7 @@ def _measure(cluster: LocalCluster, args: argparse.Namespace, trees: list[Path],
              workdir: Path) -> None:
     here = Path.cwd()
     kube = KubeAPI.for_cluster(cluster)
-    kube.ensure_namespace(fanout.NS)
-    for i in range(10):
-        if kube.get(f"/api/v1/namespaces/{fanout.NS}/configmaps/fan-{i}", ok_missing=True) is None:
-            kube.create(f"/api/v1/namespaces/{fanout.NS}/configmaps",
-                        {"metadata": {"name": f"fan-{i}"}})
+    fanout.prepare(kube, _OBJECTS)
     receiver = fanout.build_receiver(workdir)
     sides: dict[str, tuple[int, str]] = {}  # side -> (pid, stream URL)
     stops = []
@@ -115,10 +113,8 @@ def _measure(cluster: LocalCluster, args: argparse.Namespace, trees: list[Path],
         for n, tree in enumerate(trees):
             os.chdir(tree)  # the gateway process imports the tree it starts in
             try:
-                gateway = start_gateway(
-                    cluster, workdir / f"gw{n}", "--prewarm", "configmaps", "--workers", "1",
-                    "--max-streams", "20000", "--max-streams-per-client", "20000",
-                    "--subscriber-queue", "10000")
+                gateway = start_gateway(cluster, workdir / f"gw{n}", *fanout.GATEWAY_FLAGS,
+                                        "--workers", "1")
             finally:
                 os.chdir(here)
             stops.append(gateway.stop)
@@ -135,7 +131,7 @@ def _measure(cluster: LocalCluster, args: argparse.Namespace, trees: list[Path],
             for side, (pid, url) in order:
                 before = thread_cpu(pid)
                 result = fanout.run_scenario(receiver, kube, url, "sse", args.subscribers,
-                                             args.rate, args.seconds, 10, gateway_pid=pid,
+                                             args.rate, args.seconds, _OBJECTS, gateway_pid=pid,
                                              settle=args.settle)
                 rows = split(pid, before, thread_cpu(pid), result["changes"],
                              result.get("deliveries") or 0)
