@@ -49,7 +49,8 @@ def test_runs_are_read_from_git_newest_first_and_a_re_render_of_the_same_run_sho
         path.parent.mkdir(exist_ok=True)
         path.write_text(json.dumps(results))
         subprocess.run(["git", "add", "-A"], cwd=tmp_path, env=env, check=True)
-        subprocess.run(["git", "commit", "-qm", message], cwd=tmp_path, env=env, check=True)
+        subprocess.run(["git", "-c", "commit.gpgsign=false", "commit", "-qm", message],
+                       cwd=tmp_path, env=env, check=True)
 
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     first, second = _results(9.0, 80.0, (0.5, 2_000.0)), _results(8.0, 90.0, (0.4, 2_000.0))
