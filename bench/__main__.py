@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
                                                      args.out)))
         print(f"wrote {args.out}")
         return 0
-    size = dict(pods=10_000, configmaps=1_000, sync_rounds=3, query_seconds=5.0, query_rounds=2,
+    size = dict(pods=10_000, configmaps=1_000, sync_rounds=3, query_seconds=5.0, query_rounds=3,
                 authz_rounds=4, authz_requests=20_000, subscribers=1000, rate=10.0,
                 fan_seconds=60.0, settle=25.0, cpu_rounds=3, send_seconds=10.0, workers_seconds=60.0,
                 workers_rate=50.0,

@@ -1,6 +1,6 @@
 """Queries side by side: the API server's own watch cache vs the gateway, same load tool, same run.
 
-    .venv/bin/python -m bench.queries [--pods 10000] [--seconds 5] [--rounds 2] [--profile DIR]
+    .venv/bin/python -m bench.queries [--pods 10000] [--seconds 5] [--rounds 3] [--profile DIR]
 
 Seeds the workload (``bench.seed``) into the project's kube-apiserver + etcd,
 starts two gateways as their own processes (HTTPS with a self-signed
@@ -8,7 +8,8 @@ certificate, as the API server speaks; and plain HTTP), each with Pods
 pre-warmed, and drives every query with ``wrk`` at 1 and 8 connections:
 the API server with ``resourceVersion=0`` (answered from its watch cache, the
 fastest it can be), then each gateway, interleaved, ``rounds`` times; the
-table holds medians. wrk runs with one thread; its CPU share and each server's
+table holds medians (three rounds by default: of two, a median is their mean, which one
+round starved by the machine moves by 5-10 points of a floor share). wrk runs with one thread; its CPU share and each server's
 are read from ``/proc`` and ``wait4``, since on a 2-core machine the load
 generator competes with the server it loads.
 
@@ -203,7 +204,7 @@ def _apiserver_pid(cluster: LocalCluster) -> int:
     return cluster.primary.process.pid
 
 
-def run(pods: int = 10_000, configmaps: int = 1_000, seconds: float = 5.0, rounds: int = 2,
+def run(pods: int = 10_000, configmaps: int = 1_000, seconds: float = 5.0, rounds: int = 3,
         connections: tuple[int, ...] = (1, 8), profile: Path | None = None,
         cluster: LocalCluster | None = None, log=print, warm_up: int = 1) -> dict:
     """Seed (unless ``cluster`` is given, already seeded), measure; return the results.
@@ -425,7 +426,7 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--configmaps", type=int, default=1_000)
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", type=Path, default=None,
                         help="also sample the gateway with py-spy under Q1 and Q5; folded stacks here")
     parser.add_argument("--out", type=Path, default=None, help="write the raw results as JSON")
