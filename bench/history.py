@@ -52,7 +52,8 @@ def committed_runs(repo: Path, limit: int, path: str = _RESULTS) -> list[tuple[s
     return runs
 
 
-def lesser_ratios(results: dict, scheme: str = "HTTPS") -> dict[tuple[str, int], tuple[float, float | None]]:
+def lesser_ratios(results: dict,
+                  scheme: str = "HTTPS") -> dict[tuple[str, int], tuple[float, float | None]]:
     """For Q1–Q3 at each number of connections: (the gateway's, the floor's) lesser ratio to
     the API server over ``scheme``; the floor's is ``None`` where the run did not measure it,
     and a row the run did not measure is left out."""

@@ -9,9 +9,9 @@ pre-warmed, and drives every query with ``wrk`` at 1 and 8 connections:
 the API server with ``resourceVersion=0`` (answered from its watch cache, the
 fastest it can be), then each gateway, interleaved, ``rounds`` times; the
 table holds medians (three rounds by default: of two, a median is their mean, which one
-round starved by the machine moves by 5-10 points of a floor share). wrk runs with one thread; its CPU share and each server's
-are read from ``/proc`` and ``wait4``, since on a 2-core machine the load
-generator competes with the server it loads.
+round starved by the machine moves by 5-10 points of a floor share). wrk runs with one
+thread; its CPU share and each server's are read from ``/proc`` and ``wait4``, since on a
+2-core machine the load generator competes with the server it loads.
 
 Before measuring, each query is answered once by every side and the answers
 compared by object names: the same objects, or the run stops.

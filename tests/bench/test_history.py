@@ -60,5 +60,6 @@ def test_runs_are_read_from_git_newest_first_and_a_re_render_of_the_same_run_sho
     (tmp_path / "other").write_text("not a run")
     commit(second | {"size": {"note": "re-rendered"}}, "nothing of the results")
     runs = committed_runs(Path(tmp_path), limit=5)
-    assert [results for _, _, results in runs] == [{**second, "size": {"note": "re-rendered"}}, first]
+    newest = {**second, "size": {"note": "re-rendered"}}
+    assert [results for _, _, results in runs] == [newest, first]
     assert len(committed_runs(Path(tmp_path), limit=1)) == 1

@@ -26,7 +26,8 @@ def test_a_ratio_to_the_api_server_is_shown_beside_the_floors_own_in_the_same_ru
     runs["Q3|1|apiserver"] = _runs(9.0, 80.0)
     runs["Q3|1|gateway HTTPS"] = _runs(0.6, 1_500.0)
     runs["Q3|1|floor HTTPS"] = _runs(0.5, 1_800.0)
-    target, measured, met = _row(results, "Q3 p50 ≥ 20× lower, req/s ≥ 20× higher (gateway HTTPS, 1 conn)")
+    target, measured, met = _row(
+        results, "Q3 p50 ≥ 20× lower, req/s ≥ 20× higher (gateway HTTPS, 1 conn)")
     assert measured == "15.0× lower, 18.8× req/s (the floor: 18.0× lower, 22.5× req/s)"
     assert not met  # the floor's shortfall explains a miss, it does not excuse it
     runs["Q3|1|gateway HTTPS"] = _runs(0.45, 1_700.0)
