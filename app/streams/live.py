@@ -24,7 +24,8 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from app.auth.authorization import Grant
-from app.cache.hub import Event, Subscriber
+from app.cache.event import Event
+from app.cache.subscriber import Subscriber
 from app.kube.status import StatusError
 from app.streams.wire import Wire, frame
 

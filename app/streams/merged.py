@@ -51,7 +51,9 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from app.cache.answer_age import warning_header
-from app.cache.hub import Event, EventHub, Subscriber, parse_rv
+from app.cache.event import Event, parse_rv
+from app.cache.hub import EventHub
+from app.cache.subscriber import Subscriber
 from app.cache.signal import Signal
 from app.cache.requested_version import FRESHNESS_WAIT, fresh_enough
 from app.clusters.merging import CLUSTER_ANNOTATION, encode_versions, tagged, tagged_dict

@@ -57,7 +57,8 @@ from starlette.responses import Response, StreamingResponse
 
 from app.auth.authorization import Grant
 from app.cache.resources import ResourceCache
-from app.cache.hub import Event, Subscriber
+from app.cache.event import Event
+from app.cache.subscriber import Subscriber
 from app.kube.request import Query
 from app.query.selection import Selection
 from app.kube.status import StatusError

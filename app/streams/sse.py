@@ -34,7 +34,8 @@ import orjson
 from starlette.responses import Response, StreamingResponse
 
 from app.cache.resources import ResourceCache
-from app.cache.hub import Event, Subscriber, frames, parse_rv
+from app.cache.event import Event, frames, parse_rv
+from app.cache.subscriber import Subscriber
 from app.query.fieldpath import FieldPath
 from app.cache.requested_version import FRESHNESS_WAIT
 from app.query.projection import Projection

@@ -31,7 +31,8 @@ import orjson
 from starlette.responses import Response
 
 from app.cache.resources import ResourceCache
-from app.cache.hub import Event, Subscriber, frames, parse_rv
+from app.cache.event import Event, frames, parse_rv
+from app.cache.subscriber import Subscriber
 from app.cache.requested_version import FRESHNESS_WAIT, fresh_enough
 from app.query.projection import Projection
 from app.kube.partial import answer_type, partial

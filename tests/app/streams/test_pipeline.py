@@ -125,7 +125,7 @@ def test_a_slow_watcher_is_disconnected_and_others_unaffected(backend, kube, nam
                 entry = next(iter(gw.gateway.default.caches.entries().values()), None)
                 time.sleep(0.05)
             # A subscriber that never reads: offer events straight to a queue no one drains.
-            from app.cache.hub import Subscriber
+            from app.cache.subscriber import Subscriber
             from app.query.selection import Selection
 
             stuck = Subscriber(Selection(namespace), 5)
@@ -228,7 +228,8 @@ def test_sse_subscriber_that_falls_behind_gets_error_429_and_the_stream_ends(bac
 
 
 def test_subscriber_queue_bound_marks_overflow_instead_of_growing():
-    from app.cache.hub import Event, Subscriber
+    from app.cache.event import Event
+    from app.cache.subscriber import Subscriber
     from app.query.selection import Selection
     from informer_core.encoded import EncodedObject
 
@@ -294,7 +295,7 @@ def test_a_stalled_stream_is_cut_off_whatever_asgi_version_the_server_speaks(spe
     after ``stall_timeout`` under any server."""
     import asyncio
 
-    from app.cache.hub import Subscriber
+    from app.cache.subscriber import Subscriber
     from app.query.selection import Selection
     from app.streams.pipeline import StreamBody
 

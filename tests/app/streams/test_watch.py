@@ -128,7 +128,8 @@ def test_no_bookmark_passes_events_that_came_while_the_last_ones_were_sent():
     resumed from it would never get them."""
     import asyncio
 
-    from app.cache.hub import EventHub, Subscriber
+    from app.cache.hub import EventHub
+    from app.cache.subscriber import Subscriber
     from app.kube.request import Accept, parse_query
     from app.query.selection import Selection
     from app.streams.watch import WatchEncoder
