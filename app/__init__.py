@@ -1,8 +1,8 @@
 """kube-cache-gateway: a read-only HTTP gateway serving Kubernetes resources from informer caches.
 
 ``create_app(settings, factory=None)`` builds the ASGI application; the
-``kube-cache-gateway`` command (``app.process.cli``) serves it. ``create_app`` is imported
-when first asked for: the command's supervisor of several workers (``app.process.supervisor``)
+``kube-cache-gateway`` command (``app.launch.cli``) serves it. ``create_app`` is imported
+when first asked for: the command's supervisor of several workers (``app.launch.supervisor``)
 runs without the web stack it never uses.
 """
 

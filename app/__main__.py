@@ -1,6 +1,6 @@
 """``python -m app``: the ``kube-cache-gateway`` command, for a checkout without the script."""
 
-from app.process.cli import main
+from app.launch.cli import main
 
 __all__: list[str] = []
 

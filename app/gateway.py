@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from prometheus_client import generate_latest
@@ -35,10 +35,10 @@ from app.cache.kept_lists import KeptLists
 from app.cache.signal import Signal
 from app.clusters.cluster import Cluster
 from app.clusters.config import ClusterSpec, default_of
-from app.clusters.connect import why_not_connected
-from app.http.context import context_of
+from app.clusters.connect import Connector, why_not_connected
 from app.http.limits import StreamLimiter
 from app.http.metrics import Metrics
+from app.kube.context import context_of
 from app.kube.status import StatusError, not_found
 from app.process.heap import SettledHeap
 from app.process.peers import Peers, merge_expositions
@@ -51,8 +51,6 @@ __all__ = ["Connector", "Gateway"]
 log = logging.getLogger("kube-cache-gateway")
 
 # (spec, whether it is the default) -> a Cluster, not started; blocking (run on a thread)
-Connector = Callable[[ClusterSpec, bool], Cluster]
-
 _SIZE_EVERY = 10.0  # seconds between two sizings of the queries' memory budget
 # seconds between two tries to connect a configured cluster that could not be (an exec
 # plugin that failed, a kubeconfig not mounted yet): what its 503s' Retry-After says
@@ -88,7 +86,7 @@ class Gateway:
         self._warned_bare: list[str] = []  # clusters last said to share the identity's names
         # clusters from a configuration (a file, Secrets): answers name their cluster
         self.several = bool(settings.clusters or settings.cluster_secrets)
-        self.worker = worker  # app.process.supervisor.WorkerInfo when one of several processes
+        self.worker = worker  # app.launch.supervisor.WorkerInfo when one of several processes
         self.policy = ResourcePolicy(settings.allow, settings.deny)
         self.review_budget = AccessBudget()  # access reviews, one budget for every cluster
         # The identity cluster, pinned: --authn-cluster, else the default cluster of the first

@@ -22,19 +22,20 @@ from starlette.routing import Route
 
 from app.auth.client_certs import configured
 from app.auth.reviews import Reviewer
+from app.bridge import run_blocking
 from app.clusters.cluster import DEFAULT_CLUSTER, Cluster, build_factory, strip_managed_fields
 from app.clusters.config import ClusterSpec
-from app.bridge import run_blocking
 from app.clusters.connect import connect as connect_cluster
 from app.clusters.connect import own_namespace
+from app.clusters.connect import Connector
 from app.clusters.secrets import ClusterSecrets
 from app.clusters.sources import ClusterSet, ClustersFile
-from app.process.kubeconfig import api_client_for
-from app.gateway import Connector, Gateway
+from app.gateway import Gateway
 from app.http import clusters, discovery, ops, ui
 from app.http.asgi import GatewayApp
 from app.http.resources import resource_endpoint
 from app.kube.status import StatusError, status_response
+from app.process.kubeconfig import api_client_for
 from app.query.budget import MIN_LIMIT, QueryMemory
 from app.settings import Settings, is_loopback
 from informer_core.factory import SharedInformerFactory
@@ -57,7 +58,7 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
             (or the default kube configuration) if ``None``.
         reviewer: who answers token and access reviews with ``--authz
             kubernetes`` (default: the API server the factory reads from).
-        worker: the ``app.process.supervisor.WorkerInfo`` of a worker process (one of several).
+        worker: the ``app.launch.supervisor.WorkerInfo`` of a worker process (one of several).
         connector: with ``--clusters``, how a cluster of the file is connected
             (default: ``app.clusters.connect.connect``; ``api_client``, when given, is the
             default cluster's at start).
@@ -125,7 +126,7 @@ def create_app(settings: Settings | None = None, factory: SharedInformerFactory 
                         access_log=settings.access_log,
                         authenticates=settings.authz == "kubernetes",
                         worker=worker.index if worker is not None else None)
-    served.client_cas = client_cas  # installed into the server's TLS (app.process.server)
+    served.client_cas = client_cas  # installed into the server's TLS (app.launch.server)
     return served
 
 

@@ -104,7 +104,7 @@ _TOKEN = "0123456789abcdef0123456789abcdef"
 
 async def _app_cost(mode: str, path: str, query: str, requests: int) -> float:
     """Microseconds per request of the application alone, for ``path``, in ``mode``."""
-    from app.process.demo import seed_workload
+    from app.launch.demo import seed_workload
     from app.main import build_factory, create_app
     from app.settings import Settings
     from control_plane.fake import FakeCluster
@@ -161,8 +161,8 @@ async def _app_cost(mode: str, path: str, query: str, requests: int) -> float:
 
 def app_cost(requests: int = 20_000, rounds: int = 5) -> dict:
     """Per-request microseconds in each mode (medians of alternating rounds), by query."""
+    from app.launch.demo import seed_workload
     from control_plane.fake import FakeCluster
-    from app.process.demo import seed_workload
 
     fake = FakeCluster()
     seed_workload(fake, "demo-shop")

@@ -81,7 +81,7 @@ def _measure(url: str, pid: int | None, headers: dict, verify) -> dict:
 
 def _start(clusters_file: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "app.process.cli", "serve", "--clusters",
+    proc = subprocess.Popen([sys.executable, "-m", "app.launch.cli", "serve", "--clusters",
                              str(clusters_file), "--port", str(port), "--log-level", "warning",
                              "--sync-timeout", "300"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -95,8 +95,8 @@ def _held_by_answers(clusters_file: Path, paths: dict[str, str],
     ``query_memory_bytes`` as the gateway's setting (0: its default)."""
     import uvicorn
 
+    from app.launch.server import uvicorn_config
     from app.main import create_app
-    from app.process.server import uvicorn_config
     from app.settings import Settings
 
     port = free_port()

@@ -96,7 +96,7 @@ class Gateway:
 def _command_module() -> str:
     """The command's module in the tree this process runs in: ``bench.ab`` starts older
     checkouts too, from before ``app/`` had wings (``app.cli`` then)."""
-    return "app.process.cli" if Path("app/process/cli.py").exists() else "app.cli"
+    return "app.launch.cli" if Path("app/launch/cli.py").exists() else "app.cli"
 
 
 def start_gateway(cluster: LocalCluster, workdir: Path, *args: str, tls: bool = False,

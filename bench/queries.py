@@ -37,8 +37,8 @@ from pathlib import Path
 import httpx
 
 from bench.procs import start_gateway, tree_cpu_seconds
-from control_plane.certs import self_signed_cert
 from bench.seed import seed
+from control_plane.certs import self_signed_cert
 from control_plane.cluster import LocalCluster, free_port
 from control_plane.kubeapi import KubeAPI
 
@@ -335,7 +335,7 @@ def summarize_folded(text: str, top: int = 12) -> dict:
     # The trunk every sample passes through (the event loop, the CLI) says nothing.
     branches = {name: n for name, n in inclusive.items()
                 if n < 0.97 * total and name.split(" (")[0] not in _TRUNK
-                and "app/process/cli.py" not in name}
+                and "app/launch/cli.py" not in name}
     return {"samples": total, "own": share(own), "inclusive": share(branches)}
 
 

@@ -53,7 +53,7 @@ class Gateway:
         env = dict(os.environ, KCG_LOG_LEVEL="warning")
         self.log = open(workdir / "gateway.log", "w")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "app.process.cli", "serve", "--kubeconfig", str(kubeconfig),
+            [sys.executable, "-m", "app.launch.cli", "serve", "--kubeconfig", str(kubeconfig),
              "--port", str(self.port), "--prewarm", "configmaps",
              "--max-streams-per-client", "1000", *flags],  # every client is 127.0.0.1 here
             env=env, stdout=self.log, stderr=subprocess.STDOUT)

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.workers [--pods 10000] [--seconds 60] [--rate 50]
 
-Each worker keeps its own informers (``app.process.supervisor``): N copies of the cache and
+Each worker keeps its own informers (``app.launch.supervisor``): N copies of the cache and
 N watches per resource. For each N, on the seeded API server, a gateway with N
 workers and Pods pre-warmed is started and waited for until every worker is
 ready; then read:

@@ -138,9 +138,80 @@ def test_the_floors_import_only_downwards():
               or (name.startswith("control_plane") and target.startswith("app"))]
     assert upward == [], upward
 
+# -- the floors of app/ ------------------------------------------------------------------
+
+# app/, floor by floor from the top, each wing (and each module at the top) one room: a room
+# imports only rooms on floors below its own, so no wing leans on one that leans back on it.
+# The request's notes (``kube.context``) and what it asks to do (``kube.access``) sit below
+# the wings that write and read them, as kube-apiserver's ``endpoints/request`` sits below its
+# filters; ``query`` is a ground floor of pure functions; ``process`` holds what every wing
+# stands on, ``launch`` what stands on every wing.
+FLOORS = (
+    ("app", "__main__"),  # the package (create_app, asked for lazily) and ``python -m app``
+    ("launch",),
+    ("main",),
+    ("gateway",),
+    ("http",),
+    ("streams",),
+    ("clusters",),
+    ("auth",),
+    ("cache",),
+    ("kube",),
+    ("query",),
+    ("settings",),
+    ("process",),
+    ("bridge", "version"),
+)
+
+
+def room_of(module: str) -> str | None:
+    """The room of ``app/`` a module is in: its wing, or itself at the top (``app``: the
+    package's own ``__init__``); ``None`` outside ``app/``."""
+    parts = module.split(".")
+    if parts[0] != "app":
+        return None
+    return parts[1] if len(parts) > 1 else "app"
+
+
+def upward(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """The imports of ``graph`` that run from a room of ``app/`` to one on a floor above it,
+    or to a room that has no floor."""
+    floor = {room: level for level, rooms in enumerate(FLOORS) for room in rooms}
+    found = []
+    for name, targets in graph.items():
+        here = room_of(name)
+        for target in targets:
+            there = room_of(target)
+            if here is None or there is None or here == there:
+                continue
+            if here not in floor or there not in floor or floor[there] <= floor[here]:
+                found.append((name, target))
+    return sorted(found)
+
+
+def test_the_floor_check_finds_an_import_up_and_one_across():
+    graph = {"app.kube.shapes": {"app.auth.authorization", "app.query.selection"},
+             "app.auth.authorization": {"app.kube.status"}, "app.launch.cli": {"app.main"},
+             "app.bridge": {"app.version"}, "app.kube.status": set(), "app.version": set()}
+    assert upward(graph) == [("app.bridge", "app.version"), ("app.kube.shapes", "app.auth.authorization")]
+    assert upward({"app.kube.x": {"app.newwing.y"}}) == [("app.kube.x", "app.newwing.y")]
+
+
+def test_every_room_of_app_has_a_floor_and_every_floor_a_room():
+    rooms = {room_of(name) for name in modules() if name.startswith("app")}
+    floors = [room for level in FLOORS for room in level]
+    assert len(floors) == len(set(floors))
+    assert rooms == set(floors)
+
+
+def test_no_import_runs_up_a_floor_inside_app():
+    found = upward(import_graph(modules()))
+    assert not found, "imports up a floor:\n" + "\n".join(f"{a} -> {b}" for a, b in found)
+
+
 # -- the map of app/ in the README ------------------------------------------------------
 
-WINGS = ("process", "http", "streams", "cache", "clusters", "kube", "query", "auth")
+WINGS = ("launch", "process", "http", "streams", "cache", "clusters", "kube", "query", "auth")
 _MAX_PER_WING = 12
 
 

@@ -80,10 +80,17 @@ def test_package_exports_exactly(package, names):
                               "strip_managed_fields"]),
     ("app.clusters.config", ["ClusterSpec", "ClustersError", "check_name", "default_of",
                              "parse_clusters", "read_clusters_file"]),
-    ("app.clusters.connect", ["RefusedSecret", "api_client_of", "connect", "kubeconfig_of_secret",
+    ("app.clusters.connect", ["Connector", "RefusedSecret", "api_client_of", "connect", "kubeconfig_of_secret",
                               "load_default_client", "own_namespace", "refuse_untrusted",
                               "why_not_connected"]),
-    ("app.http.context", ["RequestContext", "context_of"]),
+    ("app.clusters.sources", ["ClusterSet", "ClustersFile", "Said", "ServedClusters"]),
+    # the request's notes and what it asks to do, below the wings that write and read them
+    ("app.kube.context", ["RequestContext", "context_of"]),
+    ("app.kube.access", ["Access"]),
+    # the hub's three rooms; the hub still names the other two's
+    ("app.cache.event", ["Event", "RecentCopies", "frames", "parse_rv"]),
+    ("app.cache.subscriber", ["SubscribedHub", "Subscriber"]),
+    ("app.cache.hub", ["Event", "EventHub", "RecentCopies", "Subscriber", "frames", "parse_rv"]),
     # authentication apart from authorization
     ("app.auth.authentication", ["Authenticator", "Identity", "NoIdentityCluster",
                                  "TokenReviewAuthenticator", "certified", "token_expiry",
@@ -92,10 +99,10 @@ def test_package_exports_exactly(package, names):
     ("app.auth.authorization", ["Access", "Authorization", "Grant", "attributes", "credentials_of"]),
     ("app.auth.policy", ["ResourcePolicy"]),
     ("app.cache.resources", ["ClusterCache", "ResourceCache"]),
-    ("app.query.engine", ["KEEP_ANSWERS_BELOW", "QueryEngine", "Result"]),
+    ("app.cache.query_engine", ["KEEP_ANSWERS_BELOW", "QueryEngine", "Result"]),
     ("app.query.values", ["PathValues", "ValueCache"]),
-    ("app.process.cli", ["build_parser", "main"]),
-    ("app.process.launch", ["serve"]),
+    ("app.launch.cli", ["build_parser", "main"]),
+    ("app.launch.launch", ["serve"]),
     ("app.settings", ["Settings", "add_arguments", "is_loopback", "settings_from_args"]),
     # capabilities named by protocols
     ("informer_core.listwatch", ["Abortable", "ListOptions", "ListPage", "ListerWatcher",

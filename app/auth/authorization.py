@@ -24,7 +24,7 @@ same; a stream whose partition changes ends with 410, so its client lists
 again and gets the new one.
 
 Every allowed access is a ``Grant`` that says until when it holds. What was
-decided is left in the request's context (``app.http.context``) for the access log.
+decided is left in the request's context (``app.kube.context``) for the access log.
 
 Discovery is not authorization: discovery documents list denied resources too,
 as the API server lists resources a caller cannot read.
@@ -44,25 +44,11 @@ from app.auth.identity import PEER_USER, Credentials, credentials_from_scope
 from app.auth.policy import ResourcePolicy
 from app.auth.review_budget import AccessBudget
 from app.auth.reviews import ReviewError
-from app.http.context import context_of
+from app.kube.access import Access
+from app.kube.context import context_of
 from app.kube.status import StatusError
-from informer_core.discovery import APIResource
 
 __all__ = ["Access", "Authorization", "Grant", "attributes", "credentials_of"]
-
-
-class Access(NamedTuple):
-    """What a request wants: a verb on a resource, maybe in a namespace, maybe one object."""
-
-    verb: str  # get, list or watch
-    resource: APIResource
-    namespace: str | None = None
-    name: str | None = None
-
-    def describe(self) -> str:
-        what = self.resource.resource + (f".{self.resource.group}" if self.resource.group else "")
-        where = f' in the namespace "{self.namespace}"' if self.namespace else ""
-        return f"{self.verb} {what}{where}"
 
 
 class Grant(NamedTuple):

@@ -17,18 +17,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.bridge import HubHandler, call_on_loop, run_blocking
-from app.cache.kept_lists import KeptLists
-from app.cache.tagged_copies import TaggedCopies
-from app.query.budget import QueryMemory
-from app.query.engine import QueryEngine
+from app.cache.answer_age import HEARTBEAT_EVERY, stale_since
 from app.cache.hub import EventHub
+from app.cache.kept_lists import KeptLists
+from app.cache.openapi_documents import OpenAPIDocuments
+from app.cache.query_engine import QueryEngine
+from app.cache.tagged_copies import TaggedCopies
 from app.kube.printers import DEFAULT_PRINTER, PRINTERS, crd_columns
 from app.kube.request import ResourcePath
-from app.settings import Settings
-from app.cache.answer_age import HEARTBEAT_EVERY, stale_since
-from app.cache.openapi_documents import OpenAPIDocuments
 from app.kube.status import StatusError, not_found
 from app.kube.table import Printer
+from app.query.budget import QueryMemory
+from app.settings import Settings
 from informer_core.discovery import APIResource, Discovery, GroupVersionResource
 from informer_core.errors import NotFoundError, UnsupportedResourceError
 from informer_core.factory import GenericInformer, SharedInformerFactory

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from app.auth.reviews import Reviewer
@@ -25,8 +26,12 @@ from app.process.kubeconfig import CredentialsError, api_client_for, load_api_cl
 from app.query.budget import QueryMemory
 from app.settings import Settings
 
-__all__ = ["RefusedSecret", "api_client_of", "connect", "kubeconfig_of_secret",
+__all__ = ["Connector", "RefusedSecret", "api_client_of", "connect", "kubeconfig_of_secret",
            "load_default_client", "own_namespace", "refuse_untrusted", "why_not_connected"]
+
+# How a spec becomes a cluster: ``connect`` with the process's settings and budget bound
+# (``app.main``), or a test's own; the bool says whether it is the default cluster.
+Connector = Callable[[ClusterSpec, bool], Cluster]
 
 
 def kubeconfig_of_secret(name: str, server: str, config: dict) -> dict:

@@ -21,12 +21,13 @@ import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from app.bridge import run_blocking
 from app.clusters.config import ClusterSpec, ClustersError, read_clusters_file
-from app.gateway import Connector, Gateway
+from app.clusters.connect import Connector
 
-__all__ = ["ClusterSet", "ClustersFile", "Said"]
+__all__ = ["ClusterSet", "ClustersFile", "Said", "ServedClusters"]
 
 log = logging.getLogger("kube-cache-gateway")
 
@@ -35,12 +36,21 @@ _LOOK_EVERY = 1.0  # seconds between two looks at the file
 Said = Callable[[list[ClusterSpec]], Awaitable[None]]  # a source's whole word, each time
 
 
+class ServedClusters(Protocol):
+    """What a cluster set tells the clusters to (``app.gateway.Gateway``, the floor above)."""
+
+    default_name: str  # the cluster served at the plain paths ("": none yet)
+
+    async def apply(self, specs: list[ClusterSpec], connect: Connector) -> None:
+        """Serve the clusters ``specs`` name, and only those."""
+
+
 class ClusterSet:
     """What every source says, merged; the gateway serves the union (on the loop)."""
 
     FILE, SECRETS = "file", "secrets"
 
-    def __init__(self, gateway: Gateway, connect: Connector) -> None:
+    def __init__(self, gateway: ServedClusters, connect: Connector) -> None:
         self.gateway = gateway
         self.connect = connect
         self._said: dict[str, list[ClusterSpec]] = {}

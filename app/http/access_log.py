@@ -4,7 +4,7 @@ Operators audit a gateway the way they audit the API server: for each
 request, the user it was served to (after impersonation, with the
 impersonator), the access it asked for, the decision and the answer's status.
 The line is written when the answer starts (a stream's line comes when it
-opens), from what authorization left in the request's context (``app.http.context``).
+opens), from what authorization left in the request's context (``app.kube.context``).
 
 Lines go to standard output through the ``kube-cache-gateway.access`` logger,
 unformatted (each line is the JSON object), separate from the diagnostic log
@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from app.http.context import context_of
+from app.kube.context import context_of
 
 __all__ = ["AccessLog"]
 

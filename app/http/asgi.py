@@ -26,7 +26,7 @@ The gateway's own paths (the probes, ``/metrics``, ``/clusters``) exist at the t
 only: under ``/clusters/NAME/`` they are 404, after authentication, so that no
 cluster prefix — an unknown one, ``*`` — can stand in for the review they need.
 
-Here too each request gets its ``RequestContext`` (``app.http.context``), with the
+Here too each request gets its ``RequestContext`` (``app.kube.context``), with the
 cluster it reads resolved once: every part of the answer after this reaches the
 cluster's caches, discovery and decisions through it. ``/clusters/NAME/PATH`` is
 ``PATH`` of cluster ``NAME`` (any path: resources, discovery, ``/version``, the page):
@@ -50,11 +50,11 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 
 from app.http.access_log import AccessLog
-from app.http.context import RequestContext
 from app.http.merged import merged_endpoint
 from app.http.resources import resource_answer
-from app.settings import is_loopback
+from app.kube.context import RequestContext
 from app.kube.status import StatusError, not_found, status_bytes, status_response
+from app.settings import is_loopback
 
 __all__ = ["GatewayApp", "cors_options", "is_resource_path", "route_label"]
 

@@ -23,9 +23,9 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from app.http.context import context_of
 from app.cache.openapi_documents import PROTOBUF
 from app.kube.aggregated import AggregatedDocuments, aggregated_version
+from app.kube.context import context_of
 from app.kube.status import not_found
 from informer_core.discovery import Discovery
 

@@ -48,14 +48,14 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.auth.authorization import Access
 from app.auth.reviews import ReviewError
 from app.cache.answer_age import staleness, warning_header
 from app.cache.requested_version import check_list_options, fresh_enough
+from app.kube.access import Access
 from app.clusters.merging import (CLUSTER_ANNOTATION, decode_versions, encode_versions, tagged,
                                   tagged_dict)
-from app.http.resources import check_scope, select_consistent
 from app.cache.kept_lists import KeptList, Mark
+from app.http.resources import check_scope, select_consistent
 from app.kube.envelope import (GZIP_ABOVE, LIST_TAIL, KeptBody, ListBody, MadeListBody, joined,
                                list_head)
 from app.cache.metadata_only import check_read

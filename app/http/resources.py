@@ -22,18 +22,19 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.auth.authorization import Access, Grant
-from app.http.context import context_of
+from app.auth.authorization import Grant
 from app.bridge import run_blocking, run_bulk
-from app.cache.resources import ResourceCache
-from app.query.engine import KEEP_ANSWERS_BELOW
 from app.cache.kept_lists import KeptList, Mark
+from app.cache.query_engine import KEEP_ANSWERS_BELOW
+from app.cache.resources import ResourceCache
+from app.kube.access import Access
+from app.kube.context import context_of
 from app.kube.shapes import Reading, Shape, request_headers
 from app.kube.envelope import (GZIP_ABOVE, LIST_TAIL, KeptBody, ListBody, joined,
                                list_head, list_length)
 from app.cache.metadata_only import check_read
-from app.kube.partial import partial, wrong_form
 from app.cache.requested_version import check_list_options, fresh_enough
+from app.kube.partial import partial, wrong_form
 from app.kube.request import (
     Accept,
     Query,
@@ -45,12 +46,12 @@ from app.kube.request import (
     parse_path,
     parse_query,
 )
-from app.query.selection import Selection
-from app.streams.sse import SSEEncoder
 from app.cache.answer_age import staleness_headers
 from app.kube.status import StatusError, bad_request, forbidden, method_not_allowed, not_found
-from app.streams.pipeline import open_stream
 from app.kube.table import render_table, table_bytes
+from app.query.selection import Selection
+from app.streams.pipeline import open_stream
+from app.streams.sse import SSEEncoder
 from app.streams.watch import WatchEncoder
 from informer_core.encoded import EncodedObject
 from informer_core.fields import FieldSelector, Term

@@ -15,7 +15,7 @@ from importlib.resources import files
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
-from app.http.context import context_of
+from app.kube.context import context_of
 from app.kube.status import not_found
 
 __all__ = ["router"]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from app.auth.authorization import Access
+from app.kube.access import Access
 from app.kube.request import Accept, Query, ResourcePath
 from app.query.selection import Selection
 from informer_core.store import object_key

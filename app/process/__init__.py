@@ -1,5 +1,5 @@
-"""The process: the command line, Kubernetes configuration and logging set-up, serving on uvicorn, the supervisor of several workers and their sibling channel, and the demo.
+"""What every wing may stand on for the process it runs in: logging, the API client's configuration, the CPUs it may use, the collector's settling, the sibling channel between workers and uvicorn's once-a-second tick.
 
-Nothing here answers a request; it starts, configures and stops what does."""
+Nothing here answers a request or starts the gateway (``app.launch`` does); it imports no other wing."""
 
 __all__: list[str] = []

@@ -1,6 +1,6 @@
 """How many serving processes: ``--workers N`` or ``auto``, the CPUs this process may use.
 
-Kept apart from the supervisor (``app.process.supervisor``) so that settings can
+Kept apart from the supervisor (``app.launch.supervisor``) so that settings can
 check the value without importing what starts processes.
 """
 

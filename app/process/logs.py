@@ -4,7 +4,7 @@ With ``--log-json`` each line is one JSON object — ``time`` (RFC 3339, UTC), `
 ``logger``, ``msg``, and ``exception`` with the traceback when there is one, ``worker``
 for one of several workers — whoever writes it: the gateway, uvicorn (its lines reach
 these handlers because the server is given no logging configuration of its own:
-``app.process.server``), Python's warnings, and exceptions nobody caught, in any thread.
+``app.launch.server``), Python's warnings, and exceptions nobody caught, in any thread.
 Text lines carry the same UTC time.
 """
 

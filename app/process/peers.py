@@ -1,6 +1,6 @@
 """The other workers of this pod, over Unix sockets in the supervisor's private folder.
 
-Each worker (``app.process.supervisor``) listens on ``<folder>/worker-<index>.sock`` and
+Each worker (``app.launch.supervisor``) listens on ``<folder>/worker-<index>.sock`` and
 answers one line per connection — ``<verb> <argument>`` — with bytes, then
 closes. Two verbs are all the pod needs:
 

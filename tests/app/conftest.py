@@ -21,9 +21,9 @@ import pytest
 import uvicorn
 
 from app.bridge import call_on_loop
-from app.process.demo import seed_workload
+from app.launch.demo import seed_workload
+from app.launch.server import uvicorn_config
 from app.main import build_factory, create_app
-from app.process.server import uvicorn_config
 from app.settings import Settings
 from control_plane.cluster import free_port
 from control_plane.fake import FakeCluster

@@ -85,7 +85,7 @@ def test_readyz_waits_for_prewarm_then_stays_ready_while_the_api_server_is_away(
 def test_prewarm_of_a_denied_or_unknown_resource_fails_start_up(local_cluster, tmp_path):
     kubeconfig = local_cluster.write_kubeconfig(tmp_path / "kc", local_cluster.admin)
     for prewarm, needle in (("secrets", "denied"), ("nosuchthings", "nosuchthings")):
-        out = subprocess.run([sys.executable, "-m", "app.process.cli", "serve", "--kubeconfig", str(kubeconfig),
+        out = subprocess.run([sys.executable, "-m", "app.launch.cli", "serve", "--kubeconfig", str(kubeconfig),
                               "--port", str(free_port()), "--prewarm", prewarm],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode != 0
@@ -103,7 +103,7 @@ def test_serve_under_load_finishes_requests_ends_streams_and_exits_cleanly_on_si
     kubeconfig = local_cluster.write_kubeconfig(tmp_path / "kc", local_cluster.admin)
     port = free_port()
     env = dict(os.environ, KCG_PORT=str(port), KCG_LOG_LEVEL="warning")
-    proc = subprocess.Popen([sys.executable, "-m", "app.process.cli", "serve", "--kubeconfig", str(kubeconfig),
+    proc = subprocess.Popen([sys.executable, "-m", "app.launch.cli", "serve", "--kubeconfig", str(kubeconfig),
                              "--prewarm", "configmaps"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     stop = threading.Event()
@@ -172,7 +172,7 @@ def test_serve_speaks_https_with_the_given_certificate(local_cluster, tmp_path):
     kubeconfig = local_cluster.write_kubeconfig(tmp_path / "kc", local_cluster.admin)
     cert, key = self_signed_cert(tmp_path)
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "app.process.cli", "serve", "--kubeconfig", str(kubeconfig),
+    proc = subprocess.Popen([sys.executable, "-m", "app.launch.cli", "serve", "--kubeconfig", str(kubeconfig),
                              "--port", str(port), "--tls-cert-file", str(cert),
                              "--tls-private-key-file", str(key), "--log-level", "warning"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from app.process.cli import build_parser, main
+from app.launch.cli import build_parser, main
 from app.settings import Settings, add_arguments, is_loopback, settings_from_args
 
 

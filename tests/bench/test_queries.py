@@ -43,9 +43,9 @@ def test_socket_errors_are_counted_and_a_broken_report_is_refused():
 
 
 def test_folded_stacks_give_own_and_inclusive_shares():
-    folded = ("main (app/process/cli.py:10);serve (app/x.py:5);join (app/y.py:7) 6\n"
-              "main (app/process/cli.py:10);serve (app/x.py:6) 3\n"
-              "main (app/process/cli.py:10);send (/usr/lib/python3.11/site-packages/uvicorn/h.py:1) 1\n")
+    folded = ("main (app/launch/cli.py:10);serve (app/x.py:5);join (app/y.py:7) 6\n"
+              "main (app/launch/cli.py:10);serve (app/x.py:6) 3\n"
+              "main (app/launch/cli.py:10);send (/usr/lib/python3.11/site-packages/uvicorn/h.py:1) 1\n")
     summary = summarize_folded(folded)
     assert summary["samples"] == 10
     assert summary["own"][0] == ("join (app/y.py)", 60.0)

@@ -52,7 +52,7 @@ _IMPORT_ALL = """
 import importlib, importlib.util, pkgutil, app, informer_core
 for package in (app, informer_core):
     for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
-        if module.name != "app.process.demo":
+        if module.name != "app.launch.demo":
             importlib.import_module(module.name)
 print(sorted(m for m in ("control_plane", "tests", "pytest", "kubernetes.aio", "aiohttp")
              if importlib.util.find_spec(m) is not None))

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.process.demo import seed_workload
+from app.launch.demo import seed_workload
 from control_plane.cluster import free_port
 from control_plane.kubeapi import KubeAPI
 from tests.app.readers import LineReader

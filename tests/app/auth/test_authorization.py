@@ -11,15 +11,16 @@ import httpx
 import orjson
 import pytest
 
-from app.auth.authorization import Access, Authorization
+from app.auth.authorization import Authorization
 from app.auth.policy import ResourcePolicy
-from app.process.demo import seed_workload
+from app.kube.access import Access
 from app.kube.status import StatusError
+from app.launch.demo import seed_workload
 from control_plane.fake import FakeCluster
 from informer_core.discovery import APIResource
+from tests.app.auth.reviewing import Clock, authenticator, reviews
 from tests.app.conftest import run_gateway
 from tests.app.fake_reviewer import TableReviewer
-from tests.app.auth.reviewing import Clock, authenticator, reviews
 from tests.app.readers import LineReader
 from tests.helpers import wait_until
 

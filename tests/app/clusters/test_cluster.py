@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from app.auth.authorization import Access
 from app.auth.policy import ResourcePolicy
 from app.clusters.cluster import DEFAULT_CLUSTER, Cluster
 from app.gateway import Gateway
+from app.kube.access import Access
 from app.kube.status import StatusError
 from app.main import build_factory
 from app.settings import Settings

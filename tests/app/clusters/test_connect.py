@@ -109,7 +109,7 @@ def test_serve_refuses_an_identity_cluster_the_clusters_file_does_not_name(tmp_p
     """A misspelt --authn-cluster once authorized with no authenticator at all, serving callers
     with no token: now serve does not start (exit 2), naming it and the clusters there are."""
     from app.clusters.connect import load_default_client
-    from app.process.launch import serve
+    from app.launch.launch import serve
 
     path = tmp_path / "clusters.yaml"
     path.write_text("clusters:\n  - name: home\n  - name: prod\n")

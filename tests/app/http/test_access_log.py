@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 
 from app.auth.authentication import Identity, unauthorized
-from app.auth.authorization import Access
-from app.http.access_log import AccessLog
-from app.http.context import RequestContext
 from app.auth.identity import UserInfo
+from app.http.access_log import AccessLog
+from app.kube.access import Access
+from app.kube.context import RequestContext
 from app.kube.status import forbidden
 from informer_core.discovery import APIResource
 

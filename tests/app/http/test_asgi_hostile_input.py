@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.process.demo import seed_workload
+from app.launch.demo import seed_workload
 from control_plane.fake import FakeCluster
 from tests.app.conftest import run_gateway
 

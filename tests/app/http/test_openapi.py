@@ -13,8 +13,8 @@ from schemathesis import GenerationMode
 from schemathesis.checks import (content_type_conformance, not_a_server_error,
                                  response_schema_conformance, status_code_conformance)
 
-from app.process.demo import seed_workload
 from app.http.openapi import document
+from app.launch.demo import seed_workload
 from control_plane.fake import FakeCluster
 from tests.app.conftest import run_gateway
 

@@ -81,8 +81,8 @@ def _worker_main(settings: Any, sock: socket.socket, info: WorkerInfo, ready: An
     # takes it, one that arrives must not end the worker
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     from app.clusters.connect import load_default_client
+    from app.launch.server import run_server
     from app.process.logs import configure_logging
-    from app.process.server import run_server
 
     configure_logging(settings.log_level, settings.log_json, worker=info.index)
     api_client = load_default_client(settings)

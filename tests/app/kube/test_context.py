@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.http.context import RequestContext, context_of
+from app.kube.context import RequestContext, context_of
 
 
 def test_the_context_is_made_once_and_found_again():

@@ -14,14 +14,14 @@ __all__ = ["build_parser", "main"]
 
 def _serve(args: argparse.Namespace, settings: Any) -> int:
     configure_logging(settings.log_level, settings.log_json)
-    from app.process.launch import serve
+    from app.launch.launch import serve
 
     return serve(settings)
 
 
 def _demo(args: argparse.Namespace, settings: Any) -> int:
     try:
-        from app.process.demo import run_demo
+        from app.launch.demo import run_demo
         from control_plane.errors import ClusterUnavailableError
     except ModuleNotFoundError as exc:
         if not (exc.name or "").startswith("control_plane"):

@@ -11,7 +11,7 @@ import sys
 import httpx
 import pytest
 
-from app.process.cli import main
+from app.launch.cli import main
 
 from control_plane.cluster import free_port
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.cluster
 def test_without_the_checkouts_control_plane_demo_says_to_use_serve(monkeypatch, capsys):
     """An installation made for serving (the image) carries no control_plane package."""
     for name in list(sys.modules):
-        if name == "app.process.demo" or name.split(".")[0] == "control_plane":
+        if name == "app.launch.demo" or name.split(".")[0] == "control_plane":
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "control_plane", None)  # import of it fails, as there
     assert main(["demo", "--port", "1"]) == 1
@@ -34,7 +34,7 @@ def test_demo_serves_the_demo_workload_and_ctrl_c_stops_everything(local_cluster
     # local_cluster: the binaries are known to work here; the demo starts a cluster of its own.
     port = free_port()
     errors = (tmp_path / "stderr").open("w+")
-    proc = subprocess.Popen([sys.executable, "-m", "app.process.cli", "demo", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "app.launch.cli", "demo", "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=errors, text=True,
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
     try:

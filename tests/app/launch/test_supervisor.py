@@ -9,8 +9,8 @@ import os
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.launch.supervisor import listen
 from app.process.peers import Peers, merge_expositions
-from app.process.supervisor import listen
 
 
 def test_the_address_is_bound_once_and_can_be_bound_again_right_after():
@@ -84,7 +84,7 @@ def test_a_configuration_that_does_not_load_ends_the_command_with_exit_code_2(tm
     from control_plane.cluster import free_port
 
     done = subprocess.run(
-        [sys.executable, "-m", "app.process.cli", "serve", "--kubeconfig", str(tmp_path / "missing"),
+        [sys.executable, "-m", "app.launch.cli", "serve", "--kubeconfig", str(tmp_path / "missing"),
          "--port", str(free_port()), "--workers", workers],
         capture_output=True, text=True, timeout=60, env={**os.environ, "KUBERNETES_SERVICE_HOST": ""})
     assert done.returncode == 2, done.stderr[-2000:]

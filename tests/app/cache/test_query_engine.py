@@ -213,8 +213,8 @@ def test_work_over_many_objects_sets_off_no_collection(params):
     import asyncio
     import gc
 
+    from app.cache.query_engine import QueryEngine
     from app.kube.request import parse_query
-    from app.query.engine import QueryEngine
     from informer_core.encoded import EncodedObject
 
     objects = [EncodedObject.from_dict({"metadata": {"namespace": f"ns-{i % 3}", "name": f"p-{i:05d}",

@@ -7,7 +7,7 @@ import logging
 import httpx
 import pytest
 
-from app.process.server import uvicorn_config
+from app.launch.server import uvicorn_config
 from app.settings import Settings
 from control_plane.fake import FakeCluster
 from tests.app.conftest import run_gateway

@@ -1,6 +1,6 @@
 """Launching: one serving process, or a supervisor of several (``--workers N``).
 
-Used by ``serve`` and ``demo`` alike (``app.process.cli``, ``app.process.demo``).
+Used by ``serve`` and ``demo`` alike (``app.launch.cli``, ``app.launch.demo``).
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from app.clusters.connect import load_default_client
-from app.process.server import run_server
-from app.process.supervisor import Supervisor
+from app.launch.server import run_server
+from app.launch.supervisor import Supervisor
 
 __all__ = ["serve"]
 
@@ -17,7 +17,7 @@ __all__ = ["serve"]
 def serve(settings: Any, on_ready: Any = None) -> int:
     """Serve ``settings.workers`` processes on one address until SIGINT/SIGTERM.
 
-    One is served here; more are supervised (``app.process.supervisor``), each loading the
+    One is served here; more are supervised (``app.launch.supervisor``), each loading the
     Kubernetes configuration for itself. Returns 2 when the configuration cannot be
     loaded (said why on stderr).
     """

@@ -1,8 +1,8 @@
 """Serving one process: the gateway on uvicorn until SIGINT/SIGTERM, streams ended first,
 informers last.
 
-A single gateway (``app.process.launch``) and each worker of several
-(``app.process.supervisor``) run ``run_server``.
+A single gateway (``app.launch.launch``) and each worker of several
+(``app.launch.supervisor``) run ``run_server``.
 """
 
 from __future__ import annotations

@@ -262,7 +262,7 @@ def test_as_pid_1_of_its_namespace_the_workers_live(local_cluster, tmp_path):
     with open(log, "w") as out:
         process = subprocess.Popen(
             ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m",
-             "app.process.cli", "serve", "--kubeconfig", str(kubeconfig), "--port", str(port),
+             "app.launch.cli", "serve", "--kubeconfig", str(kubeconfig), "--port", str(port),
              "--workers", "2"], stdout=out, stderr=subprocess.STDOUT)
 
     def ready() -> bool:

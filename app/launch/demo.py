@@ -164,7 +164,7 @@ class Ticker:
 
 def run_demo(settings: Any) -> int:
     """Start everything, print how to use it, serve until Ctrl-C, stop everything."""
-    from app.process.launch import serve
+    from app.launch.launch import serve
     from control_plane.cluster import LocalCluster
 
     print("Starting a local kube-apiserver + etcd (the first run builds kube-apiserver from "

@@ -28,16 +28,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.bridge import run_bulk
-from app.query.budget import QueryMemory
-from app.query.values import ValueCache
 from app.cache.hub import EventHub
+from app.kube.request import Query
+from app.query.budget import QueryMemory
 from app.query.fieldpath import FieldPath
 from app.query.filters import Filter
-from app.query.projection import Projection
-from app.kube.request import Query
-from app.query.selection import Selection
 from app.query.ordering import Ordering
+from app.query.projection import Projection
+from app.query.selection import Selection
 from app.query.summary import summary_bytes
+from app.query.values import ValueCache
 from informer_core.encoded import EncodedObject
 
 __all__ = ["KEEP_ANSWERS_BELOW", "Result", "QueryEngine"]

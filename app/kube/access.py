@@ -1,0 +1,28 @@
+"""What a request asks to do: a verb on a resource, maybe in a namespace, maybe one object.
+
+A request notion, as kube-apiserver's ``RequestInfo`` is: the request's shape
+(``app.kube.shapes``) says it once, and authorization (``app.auth``) decides on it, so it
+sits below both.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from informer_core.discovery import APIResource
+
+__all__ = ["Access"]
+
+
+class Access(NamedTuple):
+    """What a request wants: a verb on a resource, maybe in a namespace, maybe one object."""
+
+    verb: str  # get, list or watch
+    resource: APIResource
+    namespace: str | None = None
+    name: str | None = None
+
+    def describe(self) -> str:
+        what = self.resource.resource + (f".{self.resource.group}" if self.resource.group else "")
+        where = f' in the namespace "{self.namespace}"' if self.namespace else ""
+        return f"{self.verb} {what}{where}"
