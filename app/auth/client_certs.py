@@ -40,6 +40,7 @@ from typing import Any
 
 from app.auth.handshake import accept_unverified
 from app.auth.identity import PEER_USER, UserInfo
+from app.bridge import run_blocking
 
 __all__ = ["PEER_USER", "REFRESH", "ClientCAs", "configured", "user_of"]
 
@@ -144,9 +145,9 @@ class ClientCAs:
         while True:
             try:
                 if self.ca_file:
-                    pem = await asyncio.to_thread(self.read_file)
+                    pem = await run_blocking(self.read_file)
                 else:
-                    answer = await asyncio.to_thread(identity_get, CONFIGMAP)
+                    answer = await run_blocking(identity_get, CONFIGMAP)
                     pem = None if answer is None else _ca_of(*answer)
                 if pem is not None:
                     self.update(pem)

@@ -22,6 +22,8 @@ from typing import Any
 
 import uvicorn
 
+from app.bridge import call_on_loop
+
 __all__ = ["SecondTickServer"]
 
 
@@ -43,8 +45,8 @@ class SecondTickServer(uvicorn.Server):
     def should_exit(self, value: bool) -> None:
         self._exiting = value
         loop, wake = self._tick_loop, self._wake
-        if value and loop is not None and wake is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(_set, wake)
+        if value and loop is not None and wake is not None:
+            call_on_loop(loop, _set, wake)  # from any thread; nothing to wake once it closed
 
     async def main_loop(self) -> None:
         loop = self._tick_loop = asyncio.get_running_loop()

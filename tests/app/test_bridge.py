@@ -73,3 +73,58 @@ def test_bulk_work_runs_on_a_thread_with_the_collector_paused_and_restores_it():
     assert gc.isenabled()
     asyncio.run(scenario())
     assert gc.isenabled(), "the collector stayed paused"
+
+
+# -- the rule: every crossing between a thread and the loop is the bridge's ---------------
+
+# What crosses between threads and the event loop, by the name it is called or imported by:
+# a call handed to a loop from a thread, a call handed to a thread from the loop.
+_CROSSINGS = {"call_soon_threadsafe", "run_coroutine_threadsafe", "run_in_executor",
+              "to_thread", "from_thread", "wrap_future"}
+_CROSSING_MODULES = {"anyio.to_thread", "anyio.from_thread", "concurrent.futures"}
+
+
+def crossings(source: str) -> list[str]:
+    """Where ``source`` crosses between a thread and the loop itself: ``line: name``."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Attribute):
+            names = [node.attr]
+        elif isinstance(node, ast.Name):
+            names = [node.id]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            names = [module] + [f"{module}.{alias.name}" for alias in node.names] + \
+                [alias.name for alias in node.names]
+        for name in names:
+            if name in _CROSSINGS or name in _CROSSING_MODULES:
+                found.append((node.lineno, name))
+                break
+    return [f"{line}: {name}" for line, name in sorted(set(found))]
+
+
+def test_the_crossing_finder_finds_each_way_to_cross():
+    source = ("import asyncio, anyio.to_thread\nfrom concurrent.futures import Future\n"
+              "async def f(loop):\n    await asyncio.to_thread(g)\n"
+              "    loop.call_soon_threadsafe(g)\n    await loop.run_in_executor(None, g)\n"
+              "from anyio import from_thread\n")
+    assert [line.split(": ")[0] for line in crossings(source)] == ["1", "2", "4", "5", "6", "7"]
+    assert crossings("import asyncio\nasync def f():\n    await asyncio.sleep(1)\n") == []
+
+
+def test_every_crossing_between_threads_and_the_loop_goes_through_the_bridge():
+    """``app/bridge.py`` is the one place a thread hands a call to the loop or the loop one
+    to a thread: its rules (dropped once the loop is closed; a cancelled caller outlives
+    its thread's call at most ``OUTLIVE_AT_MOST``) then hold everywhere."""
+    import pathlib
+
+    root = pathlib.Path(bridge.__file__).parent
+    found = {str(path.relative_to(root.parent)): hits
+             for path in sorted(root.rglob("*.py")) if path.name != "bridge.py" or path.parent != root
+             if (hits := crossings(path.read_text()))}
+    assert found == {}, found
