@@ -164,7 +164,7 @@ _HELP = {
     "keep_managed_fields": "keep metadata.managedFields in cached objects (about 40%% of "
                            "their size; kubectl hides them anyway)",
     "query_memory_bytes": "bytes that queries may keep across all resources (values per path, "
-                          "projections, whole answers, kept lists, merged lists' tagged "
+                          "projections, kept answers, merged lists' tagged "
                           "copies), least recently used dropped first "
                           "(default: 0, twice the bytes of the cached objects, at least 64 MiB)",
     "allow": "resources that may be read, comma-separated (default: all but --deny)",

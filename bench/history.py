@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 from pathlib import Path
+
+from bench.report import TIMES_THE_API_SERVER, query_ratios
 
 __all__ = ["committed_runs", "lesser_ratios", "main"]
 
@@ -57,31 +58,27 @@ def lesser_ratios(results: dict,
     """For Q1–Q3 at each number of connections: (the gateway's, the floor's) lesser ratio to
     the API server over ``scheme``; the floor's is ``None`` where the run did not measure it,
     and a row the run did not measure is left out."""
-    runs = results["queries"]["runs"]
+    q = results["queries"]
+    runs = q["runs"]
 
-    def lesser(key: str, base: list[dict]) -> float | None:
-        rows = runs.get(key)
-        if not rows:
+    def lesser(name: str, conns: int, side: str) -> float | None:
+        if not runs.get(f"{name}|{conns}|{side}"):
             return None
-        return min(_median(base, "p50_ms") / _median(rows, "p50_ms"),
-                   _median(rows, "requests_per_second") / _median(base, "requests_per_second"))
+        return min(query_ratios(q, name, conns, side))
 
     out: dict[tuple[str, int], tuple[float, float | None]] = {}
     for name in _QUERIES:
-        for conns in results["queries"]["connections"]:
-            base = runs.get(f"{name}|{conns}|apiserver")
-            gateway = lesser(f"{name}|{conns}|gateway {scheme}", base) if base else None
+        for conns in q["connections"]:
+            if not runs.get(f"{name}|{conns}|apiserver"):
+                continue
+            gateway = lesser(name, conns, f"gateway {scheme}")
             if gateway is not None:
-                out[(name, conns)] = (gateway, lesser(f"{name}|{conns}|floor {scheme}", base))
+                out[(name, conns)] = (gateway, lesser(name, conns, f"floor {scheme}"))
     return out
 
 
-def _median(rows: list[dict], key: str) -> float:
-    return statistics.median(row[key] for row in rows)
-
-
 def table(runs: list[tuple[str, str, dict]], scheme: str = "HTTPS") -> str:
-    """One line a run: each row's gateway and floor ratios, a ratio under 20× in bold; then how
+    """One line a run: each row's gateway and floor ratios, a ratio under the target in bold; then how
     many rows missed, and in how many of those the floor missed too."""
     ratios = [(commit, date, lesser_ratios(results, scheme)) for commit, date, results in runs]
     cells = sorted({cell for _, _, row in ratios for cell in row})
@@ -95,17 +92,19 @@ def table(runs: list[tuple[str, str, dict]], scheme: str = "HTTPS") -> str:
                 shown.append("")
                 continue
             gateway, floor = row[cell]
-            missed += gateway < 20
-            floor_missed += gateway < 20 and floor is not None and floor < 20
+            missed += gateway < TIMES_THE_API_SERVER
+            floor_missed += (gateway < TIMES_THE_API_SERVER and floor is not None
+                             and floor < TIMES_THE_API_SERVER)
             shown.append(f"{_bold(gateway)} (floor {_bold(floor) if floor is not None else '—'})")
         lines.append(f"| {date} `{commit}` | " + " | ".join(shown) + " |")
-    lines.append(f"\nRows under 20× the API server over {scheme}: {missed} in {len(ratios)} runs; "
-                 f"the floor under 20× on {floor_missed} of them.")
+    times = TIMES_THE_API_SERVER
+    lines.append(f"\nRows under {times}× the API server over {scheme}: {missed} in {len(ratios)} "
+                 f"runs; the floor under {times}× on {floor_missed} of them.")
     return "\n".join(lines)
 
 
 def _bold(ratio: float) -> str:
-    return f"**{ratio:.1f}×**" if ratio < 20 else f"{ratio:.1f}×"
+    return f"**{ratio:.1f}×**" if ratio < TIMES_THE_API_SERVER else f"{ratio:.1f}×"
 
 
 def main() -> None:

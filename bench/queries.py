@@ -42,7 +42,7 @@ from control_plane.certs import self_signed_cert
 from control_plane.cluster import LocalCluster, free_port
 from control_plane.kubeapi import KubeAPI
 
-__all__ = ["QUERIES", "Query", "parse_wrk", "run", "table"]
+__all__ = ["QUERIES", "Query", "median_of", "parse_wrk", "run", "table"]
 
 
 @dataclass(frozen=True)
@@ -353,7 +353,8 @@ def _short(frame: str) -> str:
     return f"{name} ({where})" if where else name
 
 
-def _median(rows: list[dict], key: str) -> float:
+def median_of(rows: list[dict], key: str) -> float:
+    """The median of ``key`` over a row's rounds: the figure every table and target reads."""
     return statistics.median(r[key] for r in rows)
 
 
@@ -370,22 +371,22 @@ def table(results: dict) -> str:
     for query in QUERIES:
         for conns in results["connections"]:
             base = runs[f"{query.name}|{conns}|apiserver"]
-            base_p50, base_rps = _median(base, "p50_ms"), _median(base, "requests_per_second")
+            base_p50, base_rps = median_of(base, "p50_ms"), median_of(base, "requests_per_second")
             for side in SIDES:
                 rows = runs.get(f"{query.name}|{conns}|{side}")
                 if not rows:  # a run from before the side was measured
                     continue
-                p50, p99 = _median(rows, "p50_ms"), _median(rows, "p99_ms")
-                rps = _median(rows, "requests_per_second")
+                p50, p99 = median_of(rows, "p50_ms"), median_of(rows, "p99_ms")
+                rps = median_of(rows, "requests_per_second")
                 answer = answers[query.name][side]
                 ratio_p50 = "" if side == "apiserver" else f"{p50 / base_p50:.3f} ({base_p50 / p50:.0f}× lower)"
                 ratio_rps = "" if side == "apiserver" else f"{rps / base_rps:.1f}×"
                 lines.append(
                     f"| {query.name} | {conns} | {side} | {answer['objects']} | {answer['bytes']:,} "
                     f"| {_fmt_ms(p50)} | {_fmt_ms(p99)} | {rps:,.0f} "
-                    f"| {_median(rows, 'bytes_per_second') / 1e6:,.1f} | {rps * answer['objects']:,.0f} "
-                    f"| {ratio_p50} | {ratio_rps} | {_median(rows, 'server_cpu_percent'):.0f} % "
-                    f"| {_median(rows, 'wrk_cpu_percent'):.0f} % |")
+                    f"| {median_of(rows, 'bytes_per_second') / 1e6:,.1f} | {rps * answer['objects']:,.0f} "
+                    f"| {ratio_p50} | {ratio_rps} | {median_of(rows, 'server_cpu_percent'):.0f} % "
+                    f"| {median_of(rows, 'wrk_cpu_percent'):.0f} % |")
     return "\n".join(lines)
 
 
@@ -402,10 +403,10 @@ def floor_table(results: dict) -> str:
                 gw = runs.get(f"{query.name}|{conns}|{side}")
                 if not floor or not gw:
                     continue
-                f_rps, g_rps = _median(floor, "requests_per_second"), _median(gw, "requests_per_second")
+                f_rps, g_rps = median_of(floor, "requests_per_second"), median_of(gw, "requests_per_second")
                 lines.append(f"| {query.name} | {conns} | {floor_side.split()[1]} "
-                             f"| {workers_of(floor_side)} | {_fmt_ms(_median(floor, 'p50_ms'))} "
-                             f"| {_fmt_ms(_median(gw, 'p50_ms'))} | {f_rps:,.0f} | {g_rps:,.0f} "
+                             f"| {workers_of(floor_side)} | {_fmt_ms(median_of(floor, 'p50_ms'))} "
+                             f"| {_fmt_ms(median_of(gw, 'p50_ms'))} | {f_rps:,.0f} | {g_rps:,.0f} "
                              f"| {100 * g_rps / f_rps:.0f} % |")
     return "\n".join(lines)
 

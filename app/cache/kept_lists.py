@@ -1,15 +1,21 @@
-"""List answers kept whole while the index buckets they were read from are unchanged.
+"""Answers kept whole while the index buckets they were read from are unchanged.
 
 A list's work grows with its answer: candidates from the label index, each object
-fetched under the store's lock, sorted, sized, joined (``app.http.resources``). Callers
-ask the same lists again and again — a dashboard's label list, a namespace's pods, a
+fetched under the store's lock, sorted, sized, joined (``app.http.resources``); a
+dashboard's adds its filters, order, projection or counts (``app.cache.query_engine``).
+Callers ask the same lists again and again — a dashboard's refresh, a namespace's pods, a
 controller's relist — and between two asks most of a busy cache changed, but rarely the
-bucket the list came from. So an answer is kept with the buckets that bound it (the
+bucket the list came from. Every one of these answers is a function of the objects under
+its buckets, so one mechanism keeps them all: plain lists, merged lists and dashboards'
+(a dashboard's answer, kept per version before, was made anew after any change anywhere in
+the resource). So an answer is kept with the buckets that bound it (the
 smallest of its namespace and its positive label requirements: ``Selection.read_from``)
 and the store's write mark when it was read; an ask while no object under those buckets
 was written since (``ThreadSafeStore.unchanged_since``) is answered with the kept bytes,
 only the envelope's ``resourceVersion`` made new — nothing selected, sorted or joined.
-What an answer was read from is its ``Mark``s: one per cache read (one for a cluster's
+An answer is an envelope up to its items (``head``: the version is there), the items, and
+its ``tail``: a list's ``]}``, or a dashboard's ``Summary`` counts' ``}``; only the head is
+made again at a newer version. What an answer was read from is its ``Mark``s: one per cache read (one for a cluster's
 list, one per cluster for a merged list, ``app.http.merged``, which is kept only after each
 of those clusters authorized the caller); one check (``KeptLists.current``) tells for both
 whether the kept bytes are still the answer, and at which versions.
@@ -23,11 +29,14 @@ Memory: every kept answer is charged to the process's query budget
 projections; one answer may take at most half the budget. A large answer (over
 ``JOIN_BELOW``, which is otherwise sent in slices and never joined whole) is kept only
 when asked a second time with its buckets unchanged, so that a list that changes between
-every ask never costs a whole copy.
+every ask never costs a whole copy. A compressed answer (over ``GZIP_ABOVE``, to a caller
+that accepts gzip) is kept beside its bytes at the version it was made for, and made again
+only when the version moves.
 """
 
 from __future__ import annotations
 
+import gzip
 import threading
 import weakref
 from collections import OrderedDict
@@ -35,6 +44,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.bridge import run_blocking
 from app.kube.envelope import JOIN_BELOW, LIST_TAIL
 from app.query.budget import QueryMemory
 
@@ -78,13 +88,16 @@ class KeptList:
     items: tuple[int, int]  # where the joined items lie in ``whole``
     token: str  # the page's continue token and remaining count, the same while unchanged
     remaining: int | None
+    tail: bytes = LIST_TAIL  # what follows the items
+    gzipped: tuple[str, bytes] | None = None  # (version, ``whole`` at it compressed)
 
     @classmethod
     def of(cls, marks: tuple[Mark, ...], version: str, head: bytes, whole: bytes, token: str,
-           remaining: int | None) -> KeptList:
-        """The answer ``whole``, a list whose envelope up to its items is ``head``."""
-        return cls(marks, version, whole, (len(head), len(whole) - len(LIST_TAIL)), token,
-                   remaining)
+           remaining: int | None, tail: bytes = LIST_TAIL) -> KeptList:
+        """The answer ``whole``, whose envelope up to its items is ``head`` and whose items
+        are followed by ``tail`` (a list's, unless said)."""
+        return cls(marks, version, whole, (len(head), len(whole) - len(tail)), token,
+                   remaining, tail)
 
 
 class KeptLists:
@@ -172,10 +185,27 @@ class KeptLists:
         start, end = kept.items
         items = memoryview(kept.whole)[start:end]
         if len(kept.whole) > JOIN_BELOW:
-            return (head, items, LIST_TAIL)
-        whole = b"".join((head, items, LIST_TAIL))
+            return (head, items, kept.tail)
+        whole = b"".join((head, items, kept.tail))
         self.renew(key, kept, version, whole, (len(head), len(head) + end - start))
         return (whole,)
+
+    async def compressed(self, key: Hashable, kept: KeptList, version: str,
+                         pieces: tuple[bytes | memoryview, ...]) -> bytes:
+        """``pieces`` (``kept`` at ``version``, from ``renewed``) gzipped: the kept copy while
+        the version is the one it was made for, else made on a thread and kept instead
+        (charged to the budget with the answer)."""
+        found = kept.gzipped
+        if found is not None and found[0] == version:
+            return found[1]
+        body = await run_blocking(lambda: gzip.compress(b"".join(pieces), 1))
+        with self._lock:
+            if self._kept.get(key) is not kept:
+                return body  # let go meanwhile: sent, not kept
+            before, kept.gzipped = kept.gzipped, (version, body)
+        self.memory.charge(("list", id(self), key), len(body) - (len(before[1]) if before else 0),
+                           lambda: self.forget(key))
+        return body
 
     def forget(self, key: Hashable) -> None:
         with self._lock:

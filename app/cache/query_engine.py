@@ -7,10 +7,10 @@ object version, so a repeated query parses only what changed) — and
 ``fields`` projects each item of the page (bytes kept per version too).
 
 A dashboard refreshes the same query every few seconds, often with nothing
-changed: the whole answer is kept per (query, page, resourceVersion)
-(``QueryEngine.answer``, the last ``MAX_ANSWERS``, each up to ``KEEP_ANSWERS_BELOW``),
-so a refresh while nothing changed sends stored bytes without selecting
-anything; and the filtered, sorted result is kept per (query,
+changed under it: its whole answer is kept with the plain lists' answers, while the
+index buckets it was read from are unchanged (``app.cache.kept_lists``), so such a
+refresh sends stored bytes without selecting anything, even while the rest of the
+resource changes; and the filtered, sorted result is kept per (query,
 resourceVersion) (the last ``MAX_RESULTS``), so another page of it costs a
 slice and a join. Work over many objects runs on a worker thread with the
 cyclic collector paused (``app.bridge.run_bulk``), so a first query over
@@ -21,11 +21,9 @@ a collection of the whole cache.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from app.bridge import run_bulk
 from app.cache.hub import EventHub
@@ -40,11 +38,9 @@ from app.query.summary import summary_bytes
 from app.query.values import ValueCache
 from informer_core.encoded import EncodedObject
 
-__all__ = ["KEEP_ANSWERS_BELOW", "Result", "QueryEngine"]
+__all__ = ["Result", "QueryEngine"]
 
 MAX_RESULTS = 32
-MAX_ANSWERS = 32
-KEEP_ANSWERS_BELOW = 4 * 1024 * 1024  # answers kept whole, up to 32 × 4 MiB per resource
 MAX_PROJECTIONS = 32
 _INLINE_BELOW = 1000  # objects evaluated on the loop itself; more go to a thread
 
@@ -67,8 +63,6 @@ class QueryEngine:
         self.columns = ValueCache(self.memory)
         self._projections: OrderedDict[str, Projection] = OrderedDict()
         self._results: OrderedDict[tuple, Result] = OrderedDict()
-        self._answers: OrderedDict[tuple, tuple[str, bytes, dict[str, str]]] = OrderedDict()
-        self._answers_lock = threading.Lock()  # the budget may let an answer go from a thread
         self._lock = asyncio.Lock()  # one large evaluation at a time per resource
 
     def projection(self, text: str, paths: tuple[FieldPath, ...]) -> Projection:
@@ -81,35 +75,6 @@ class QueryEngine:
         else:
             self._projections.move_to_end(text)
         return found
-
-    def answer(self, key: tuple, version: str) -> tuple[bytes, dict[str, str]] | None:
-        """The whole answer kept for ``key`` if it was made at ``version``."""
-        with self._answers_lock:
-            found = self._answers.get(key)
-            if found is None or found[0] != version:
-                return None
-            self._answers.move_to_end(key)
-        return found[1], found[2]
-
-    def keep_answer(self, key: tuple, version: str, body: bytes, headers: Any) -> None:
-        """Keep a dashboard answer's bytes and headers for a refresh at the same version."""
-        kept = {k: v for k, v in headers.items() if k.lower() not in ("content-length", "etag")}
-        with self._answers_lock:
-            # answers at another version will never be given again: let them go now
-            gone = [k for k, (v, _, _) in self._answers.items() if v != version or k == key]
-            for old in gone:
-                del self._answers[old]
-            self._answers[key] = (version, body, kept)
-            while len(self._answers) > MAX_ANSWERS:
-                gone.append(self._answers.popitem(last=False)[0])
-        for old in gone:
-            self.memory.release(("answer", id(self), old))
-        self.memory.charge(("answer", id(self), key), len(body) + 500,
-                           lambda: self._drop_answer(key))
-
-    def _drop_answer(self, key: tuple) -> None:
-        with self._answers_lock:
-            self._answers.pop(key, None)
 
     async def result(self, objects: list[EncodedObject], query: Query, fingerprint: str,
                      resource_version: str) -> Result:

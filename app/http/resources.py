@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 from bisect import bisect_right
+from collections.abc import Hashable
 from typing import Any
 
 from starlette.requests import Request
@@ -25,7 +26,6 @@ from starlette.responses import Response
 from app.auth.authorization import Grant
 from app.bridge import run_blocking, run_bulk
 from app.cache.kept_lists import KeptList, Mark
-from app.cache.query_engine import KEEP_ANSWERS_BELOW
 from app.cache.resources import ResourceCache
 from app.kube.access import Access
 from app.kube.context import context_of
@@ -50,6 +50,7 @@ from app.cache.answer_age import staleness_headers
 from app.kube.status import StatusError, bad_request, forbidden, method_not_allowed, not_found
 from app.kube.table import render_table, table_bytes
 from app.query.selection import Selection
+from app.query.summary import SUMMARY_TAIL, summary_head
 from app.streams.pipeline import open_stream
 from app.streams.sse import SSEEncoder
 from app.streams.watch import WatchEncoder
@@ -276,26 +277,27 @@ async def _list(entry: ResourceCache, shape: Shape, reading: Reading,
         return Response(status_code=304, headers={"ETag": etag})
     dashboard = bool(query.view_text)
     fingerprint = reading.fingerprint
-    answer_key = None
-    if dashboard and accept.kind == "json":
-        # a dashboard's refresh while nothing changed: the answer it got last time
-        version = entry.informer.settled_version()
-        answer_key = (fingerprint, query.continue_key, query.limit, gzip_ok)
-        kept = entry.queries.answer(answer_key, version) if version else None
-        if kept is not None:
-            return _kept_answer(kept, etag)
     list_key = tick = None
-    if not dashboard and accept.kind in ("json", "meta"):
-        # an answer kept while its buckets are unchanged (app.cache.kept_lists)
+    if accept.kind in ("json", "meta"):
+        # an answer kept while its buckets are unchanged (app.cache.kept_lists): a plain
+        # list's or a dashboard's, whose filters, order and counts are the same while the
+        # objects under its buckets are
         list_key = reading.list_key
         kept_list = entry.lists.get(list_key)
-        if kept_list is not None and (len(kept_list.whole) <= GZIP_ABOVE or not gzip_ok):
+        if kept_list is not None:
             versions = entry.lists.current(kept_list, (entry,))
             if versions is not None:
                 version = versions[0]
-                head = (list_head(entry.resource, accept, version, kept_list.token,
-                                  kept_list.remaining) if version != kept_list.version else b"")
-                return KeptBody(entry.lists.renewed(list_key, kept_list, version, head), etag)
+                head = b""
+                if version != kept_list.version:
+                    head = (summary_head(version) if query.summary is not None else
+                            list_head(entry.resource, accept, version, kept_list.token,
+                                      kept_list.remaining))
+                pieces = entry.lists.renewed(list_key, kept_list, version, head)
+                if gzip_ok and len(kept_list.whole) > GZIP_ABOVE:
+                    body = await entry.lists.compressed(list_key, kept_list, version, pieces)
+                    return KeptBody((body,), etag, gzipped=True)
+                return KeptBody(pieces, etag)
         tick = entry.indexer.thread_safe_store.tick  # before the read: see unchanged_since
     objects, rv, from_store = await select_consistent(entry, selection, filtered=not dashboard)
     if not from_store:
@@ -304,10 +306,14 @@ async def _list(entry: ResourceCache, shape: Shape, reading: Reading,
     if dashboard:
         result = await entry.queries.result(objects, query, fingerprint, rv)
         if result.summary is not None:
-            response = await _finish(result.summary, etag, gzip_ok)
-            if answer_key is not None:
-                entry.queries.keep_answer(answer_key, rv, response.body, response.headers)
-            return response
+            if list_key is not None and tick is not None:
+                head = summary_head(rv)  # the summary is it, its counts, its tail
+                counts = result.summary[len(head):-len(SUMMARY_TAIL)]
+                kept = await _keep(entry, list_key, tick, selection, rv, head, [counts],
+                                   SUMMARY_TAIL, "", None, etag, gzip_ok)
+                if kept is not None:
+                    return kept
+            return await _finish(result.summary, etag, gzip_ok)
         objects, places = result.objects, result.places
     start = 0
     if query.continue_key is not None:
@@ -345,37 +351,38 @@ async def _list(entry: ResourceCache, shape: Shape, reading: Reading,
             entry.queries.projection(query.fields_text, query.fields_paths), objects)
     else:
         items = [o.raw for o in objects]
-    length = list_length(head, items, _TAIL)
-    compressed = length > GZIP_ABOVE and gzip_ok
-    if list_key is not None and tick is not None and not compressed:
-        # (a compressed answer is never sent from a kept one: an uncompressed ask keeps it)
-        marks = (Mark.of(entry, tick, selection),)
-        if entry.lists.worth_keeping(list_key, length, marks):
-            whole = joined(head, items)
-            entry.lists.keep(list_key, KeptList.of(marks, rv, head, whole, token, remaining))
-            return KeptBody((whole,), etag)
+    if list_key is not None and tick is not None:
+        kept = await _keep(entry, list_key, tick, selection, rv, head, items, _TAIL, token,
+                           remaining, etag, gzip_ok)
+        if kept is not None:
+            return kept
     headers = {"Cache-Control": "no-cache, private", "ETag": etag}
-    if answer_key is not None and length <= KEEP_ANSWERS_BELOW:
-        body = head + b",".join(items) + _TAIL
-        if compressed:
-            response = await _finish(body, etag, gzip_ok)
-        else:
-            response = Response(body, media_type="application/json", headers=headers)
-        entry.queries.keep_answer(answer_key, rv, response.body, response.headers)
-        return response
-    if compressed:
+    if list_length(head, items, _TAIL) > GZIP_ABOVE and gzip_ok:
         return ListBody(head, items, _TAIL, headers, gzip=True)
     return ListBody(head, items, _TAIL, headers)
 
 
+async def _keep(entry: ResourceCache, list_key: Hashable, tick: int, selection: Selection,
+                rv: str, head: bytes, items: list[bytes], tail: bytes, token: str,
+                remaining: int | None, etag: str, gzip_ok: bool) -> KeptBody | None:
+    """Keep the answer ``head``, ``items``, ``tail`` read at ``tick`` (``app.cache.kept_lists``)
+    and send it from what is kept, compressed if it is large and the caller accepts gzip;
+    ``None`` when it is not worth keeping (made and sent as it goes)."""
+    length = list_length(head, items, tail)
+    marks = (Mark.of(entry, tick, selection),)
+    if not entry.lists.worth_keeping(list_key, length, marks):
+        return None
+    whole = joined(head, items, tail)
+    kept = KeptList.of(marks, rv, head, whole, token, remaining, tail)
+    entry.lists.keep(list_key, kept)
+    if length > GZIP_ABOVE and gzip_ok:
+        return KeptBody((await entry.lists.compressed(list_key, kept, rv, (whole,)),), etag,
+                        gzipped=True)
+    return KeptBody((whole,), etag)
+
+
 def _key(obj: EncodedObject) -> str:
     return obj.key
-
-
-def _kept_answer(kept: tuple[bytes, dict[str, str]], etag: str) -> Response:
-    body, headers = kept
-    response = Response(body, headers={**headers, "ETag": etag})
-    return response
 
 
 async def _watch(request: Request, gateway: Any, cluster: Any, grant: Grant,

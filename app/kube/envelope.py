@@ -89,7 +89,10 @@ class KeptBody(Response):
     the same bytes, copied by nobody, so that the server's flow control paces a slow reader
     as for ``ListBody``."""
 
-    def __init__(self, pieces: Sequence[bytes | memoryview], etag: str | None) -> None:
+    def __init__(self, pieces: Sequence[bytes | memoryview], etag: str | None,
+                 gzipped: bool = False) -> None:
+        """``gzipped``: the pieces are the answer compressed (a kept answer's, for a caller
+        that accepts gzip)."""
         self.status_code = 200
         self.background = None
         self.body = b""
@@ -98,6 +101,8 @@ class KeptBody(Response):
         self.raw_headers = [_JSON, _NO_CACHE, (b"content-length", b"%d" % length)]
         if etag is not None:
             self.raw_headers.insert(2, (b"etag", etag.encode()))
+        if gzipped:
+            self.raw_headers += [(b"content-encoding", b"gzip"), (b"vary", b"Accept-Encoding")]
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})

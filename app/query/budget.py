@@ -1,7 +1,7 @@
 """One memory budget for everything queries keep, across every resource of the process.
 
 Dashboards' queries keep values per path (``app.query.values``), projected bytes per
-``fields`` list (``app.query.projection``) and whole answers (``app.cache.query_engine``), each
+``fields`` list (``app.query.projection``) and whole answers (``app.cache.kept_lists``), each
 bounded by count alone before. Counts are not bytes: 50 distinct queries on 2,000 Pods,
 half of them over ``*`` paths, kept 189 MiB where the Pods themselves cost 24 MiB. Now
 each kept thing is charged its estimated bytes to one ``QueryMemory``; past its limit the

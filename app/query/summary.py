@@ -19,7 +19,7 @@ from app.query.values import ValueCache
 from app.query.fieldpath import FieldPath, parse_path_list, scalar_text
 from informer_core.encoded import EncodedObject
 
-__all__ = ["SummaryError", "parse_summary", "summary_bytes"]
+__all__ = ["SUMMARY_TAIL", "SummaryError", "parse_summary", "summary_bytes", "summary_head"]
 
 _MAX_PATHS = 16
 
@@ -30,15 +30,24 @@ class SummaryError(ValueError):
 
 def summary_bytes(paths: Sequence[FieldPath], columns: ValueCache,
                   objects: Sequence[EncodedObject], resource_version: str) -> bytes:
-    """The Summary document of ``objects``."""
+    """The Summary document of ``objects``: ``summary_head``, the counts, ``SUMMARY_TAIL``
+    (a kept one is made again at a newer version by its head alone)."""
     table = columns.table(paths, objects)
     counts = {}
     for path, values in zip(paths, table):
         counter = Counter(scalar_text(v[0]) if v else "" for v in values)
         counts[path.text] = dict(sorted(counter.items()))
-    return orjson.dumps({"apiVersion": "v1", "kind": "Summary",
-                         "metadata": {"resourceVersion": resource_version},
-                         "total": len(objects), "counts": counts})
+    body = orjson.dumps({"total": len(objects), "counts": counts})
+    return summary_head(resource_version) + body[1:]
+
+
+SUMMARY_TAIL = b"}"
+
+
+def summary_head(resource_version: str) -> bytes:
+    """A Summary document up to its counts, at ``resource_version``."""
+    return (b'{"apiVersion":"v1","kind":"Summary","metadata":{"resourceVersion":'
+            + orjson.dumps(resource_version) + b"},")
 
 
 @functools.lru_cache(maxsize=256)

@@ -251,3 +251,65 @@ def test_an_answer_kept_again_is_charged_once():
     assert 1500 <= memory.used < 2500
     lists.clear()
     assert memory.used == 0
+
+
+# Dashboards' answers: kept by the same marks (before, per resourceVersion: made anew after
+# any change anywhere in the resource).
+DASHBOARDS = (f"/api/v1/namespaces/{NS}/configmaps?summary=metadata.labels.app,data.n",
+              f"/api/v1/namespaces/{NS}/configmaps?sortBy=-metadata.name&limit=2",
+              f"/api/v1/namespaces/{NS}/configmaps?filter=data.n=0&labelSelector=app%3Dweb",
+              f"/api/v1/namespaces/{NS}/configmaps?fields=data.n&sortBy=metadata.name")
+
+
+@pytest.mark.parametrize("path", DASHBOARDS)
+def test_a_dashboards_answer_is_kept_through_writes_elsewhere_and_renewed(cluster, path):
+    with run_gateway(cluster) as gw:
+        first = httpx.get(gw.url + path).json()
+        _seen(gw, cluster.patch(f"/api/v1/namespaces/{OTHER}/configmaps/cm-1",
+                                {"data": {"n": "1"}}))
+        hits = _entry(gw).lists.hits
+        again = httpx.get(gw.url + path).json()
+        assert _entry(gw).lists.hits == hits + 1, "sent from the kept answer"
+        assert int(again["metadata"]["resourceVersion"]) > int(first["metadata"]["resourceVersion"])
+        assert again == _fresh(gw, path)
+        first.pop("metadata"), again.pop("metadata")
+        assert again == first
+
+
+@pytest.mark.parametrize("path", DASHBOARDS)
+def test_a_write_under_a_dashboards_buckets_is_in_its_next_answer(cluster, path):
+    with run_gateway(cluster) as gw:
+        httpx.get(gw.url + path)
+        _seen(gw, cluster.patch(f"/api/v1/namespaces/{NS}/configmaps/cm-3",
+                                {"data": {"n": "7"}}))
+        answer = httpx.get(gw.url + path).json()
+        assert answer == _fresh(gw, path)
+        assert "7" in orjson.dumps(answer).decode() or "filter" in path
+
+
+def test_a_large_answer_to_a_caller_that_accepts_gzip_is_sent_compressed_from_the_kept_one(
+        cluster):
+    for n in range(40):
+        cluster.create(f"/api/v1/namespaces/{NS}/configmaps", {"metadata": {
+            "name": f"big-{n}", "labels": {"app": "big"}}, "data": {"blob": "x" * 4000}})
+    path = f"/api/v1/namespaces/{NS}/configmaps?labelSelector=app%3Dbig"
+    gzip = {"Accept-Encoding": "gzip"}
+    with run_gateway(cluster) as gw:
+        plain = httpx.get(gw.url + path, headers={"Accept-Encoding": "identity"})
+        assert len(plain.content) > 128 * 1024 and "content-encoding" not in plain.headers
+        hits = _entry(gw).lists.hits
+        first = httpx.get(gw.url + path, headers=gzip)
+        assert _entry(gw).lists.hits == hits + 1
+        assert first.headers["content-encoding"] == "gzip" and first.headers["vary"] == "Accept-Encoding"
+        assert first.json() == plain.json()  # (httpx decompresses)
+        again = httpx.get(gw.url + path, headers=gzip)
+        assert _entry(gw).lists.hits == hits + 2
+        assert again.json() == plain.json()
+        kept = _entry(gw).lists.get(next(k for k in _entry(gw).lists._kept))
+        assert kept.gzipped is not None and kept.gzipped[0] == plain.json()["metadata"]["resourceVersion"]
+        _seen(gw, cluster.patch(f"/api/v1/namespaces/{NS}/configmaps/big-3",
+                                {"data": {"blob": "y"}}))
+        changed = httpx.get(gw.url + path, headers=gzip).json()
+        assert changed == _fresh(gw, path)
+        assert changed["items"][next(i for i, o in enumerate(changed["items"])
+                                     if o["metadata"]["name"] == "big-3")]["data"] == {"blob": "y"}
