@@ -36,7 +36,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.procs import start_gateway, tree_cpu_seconds
+from bench.procs import proc_cpu_seconds, start_gateway, tree_cpu_seconds, workers_of as worker_pids
 from bench.seed import seed
 from control_plane.certs import self_signed_cert
 from control_plane.cluster import LocalCluster, free_port
@@ -132,6 +132,8 @@ def wrk(url: str, connections: int, seconds: float, token: str = "",
     if token:
         command += ["-H", f"Authorization: Bearer {token}"]
     server_cpu0 = tree_cpu_seconds(server_pid) if server_pid else 0.0
+    workers = worker_pids(server_pid) if server_pid else []
+    worker_cpu0 = [proc_cpu_seconds(pid) for pid in workers]
     started = time.monotonic()
     proc = subprocess.Popen([*command, url], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
@@ -147,6 +149,9 @@ def wrk(url: str, connections: int, seconds: float, token: str = "",
     result["wrk_cpu_percent"] = 100 * (usage.ru_utime + usage.ru_stime) / wall
     if server_pid:
         result["server_cpu_percent"] = 100 * (tree_cpu_seconds(server_pid) - server_cpu0) / wall
+    if len(workers) > 1:  # each worker's CPU, busiest first: how evenly the kernel spread them
+        spent = [proc_cpu_seconds(pid) - before for pid, before in zip(workers, worker_cpu0)]
+        result["worker_cpu_percent"] = sorted((100 * s / wall for s in spent), reverse=True)
     if result["non_2xx"] or result["socket_errors"]:
         raise RuntimeError(f"{url}: {result['non_2xx']} error answers, "
                            f"{result['socket_errors']} socket errors")
@@ -393,8 +398,9 @@ def table(results: dict) -> str:
 def floor_table(results: dict) -> str:
     """The gateway next to the bare ASGI app answering the same bytes on the same server."""
     lines = ["| query | conns | scheme | workers | floor p50 | gateway p50 | floor req/s "
-             "| gateway req/s | gateway's share of the floor's rate |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+             "| gateway req/s | gateway's share of the floor's rate | busiest worker's share "
+             "of the CPU: floor, gateway |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     runs = results["runs"]
     for query in QUERIES:
         for conns in results["connections"]:
@@ -407,8 +413,17 @@ def floor_table(results: dict) -> str:
                 lines.append(f"| {query.name} | {conns} | {floor_side.split()[1]} "
                              f"| {workers_of(floor_side)} | {_fmt_ms(median_of(floor, 'p50_ms'))} "
                              f"| {_fmt_ms(median_of(gw, 'p50_ms'))} | {f_rps:,.0f} | {g_rps:,.0f} "
-                             f"| {100 * g_rps / f_rps:.0f} % |")
+                             f"| {100 * g_rps / f_rps:.0f} % "
+                             f"| {busiest_share(floor)}, {busiest_share(gw)} |")
     return "\n".join(lines)
+
+
+def busiest_share(rows: list[dict]) -> str:
+    """The busiest worker's share of the workers' CPU in a row's rounds (their median), "—"
+    for one worker or a run that did not measure it: 50 % is an even spread between two."""
+    shares = [max(r["worker_cpu_percent"]) / sum(r["worker_cpu_percent"])
+              for r in rows if sum(r.get("worker_cpu_percent") or [0]) > 0]
+    return f"{100 * statistics.median(shares):.0f} %" if shares else "—"
 
 
 def profile_table(results: dict) -> str:

@@ -287,8 +287,11 @@ _FLOOR = """\
 in memory, on the same uvicorn (same event loop, HTTP parser and TLS), measured
 in every round right beside the gateway side it is compared with (which of the two
 goes first alternates by round). It does no work at all, so its figures are the most
-any server on this stack could do; the last column is how much of that the
-gateway reaches with selection, authorization, metrics and encoding included.
+any server on this stack could do; the share column is how much of that the
+gateway reaches with selection, authorization, metrics and encoding included. With
+two workers, the last column is how evenly the connections were spread: the busiest
+worker's share of the workers' CPU (50 % is even). The gateway's workers accept each
+from a socket of its own (`SO_REUSEPORT`); uvicorn's, the floor's, share one.
 """
 
 _PROFILE = """\

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.queries import SIDES, parse_wrk, round_order, summarize_folded
+from bench.queries import SIDES, busiest_share, parse_wrk, round_order, summarize_folded
 
 WRK = """\
 Running 5s test @ http://127.0.0.1:8080/api/v1/pods
@@ -62,3 +62,11 @@ def test_every_round_measures_each_gateway_side_beside_its_floor_first_in_turn()
         assert first[at + 1] == floor  # right beside it
         assert second.index(floor) + 1 == second.index(side)  # the floor first next round
     assert round_order(2) == first
+
+
+def test_the_busiest_workers_share_is_the_median_over_rounds_and_a_dash_without_workers():
+    rows = [{"worker_cpu_percent": [60.0, 40.0]}, {"worker_cpu_percent": [90.0, 10.0]},
+            {"worker_cpu_percent": [51.0, 49.0]}]
+    assert busiest_share(rows) == "60 %"
+    assert busiest_share([{"worker_cpu_percent": [0.0, 0.0]}, {}]) == "—"
+    assert busiest_share([{"requests_per_second": 1.0}]) == "—"

@@ -9,7 +9,7 @@ import os
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.launch.supervisor import listen
+from app.launch.supervisor import listen, listen_each
 from app.process.peers import Peers, merge_expositions
 
 
@@ -89,3 +89,39 @@ def test_a_configuration_that_does_not_load_ends_the_command_with_exit_code_2(tm
         capture_output=True, text=True, timeout=60, env={**os.environ, "KUBERNETES_SERVICE_HOST": ""})
     assert done.returncode == 2, done.stderr[-2000:]
     assert "cannot load a Kubernetes configuration" in done.stderr
+
+
+def test_each_worker_gets_its_own_socket_and_the_kernel_spreads_connections_between_them():
+    """Before, the workers shared one socket and Linux woke the most recently idle first: under
+    keep-alive one worker took a round's every connection. In one ``SO_REUSEPORT`` group the
+    kernel hashes each connection's addresses: 128 from one client, the chance that either
+    socket gets under a quarter is below 1e-8."""
+    import socket
+
+    group = listen_each("127.0.0.1", 0, 2)
+    try:
+        port = group[0].getsockname()[1]
+        assert group[1].getsockname()[1] == port and all(s.get_inheritable() for s in group)
+        with pytest.raises(OSError):
+            listen("127.0.0.1", port)  # the group holds the address: another gateway fails
+        clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(128)]
+        counts = []
+        for sock in group:
+            sock.settimeout(0.5)
+            accepted = 0
+            while True:
+                try:
+                    conn, _ = sock.accept()
+                except TimeoutError:
+                    break
+                conn.close()
+                accepted += 1
+            counts.append(accepted)
+        for client in clients:
+            client.close()
+        assert sum(counts) == 128
+        assert all(32 <= count <= 96 for count in counts), counts
+    finally:
+        for sock in group:
+            sock.close()
+    listen("127.0.0.1", port).close()  # let go with the group
