@@ -6,8 +6,10 @@ not package. This answers the one record those lookups need — ``A`` for
 ``NAME.NAMESPACE.svc.cluster.local`` — from the API server, asked at each query (a Service
 created a moment ago is found), and says ``NXDOMAIN`` for every other name and ``NODATA``
 for other types of a Service's name, as CoreDNS's kubernetes plugin does, so a resolver
-walks its search path without waiting. It serves UDP on the node's bridge address, where
-no query from outside the machine can come.
+walks its search path without waiting. It serves UDP on the node's bridge address, which
+the node's input guard (``control_plane.node_network``) lets only the machine itself and its
+pods reach: a host of the same network segment that routes the node's range to this machine
+is dropped before it can ask.
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ from typing import Any
 
 from control_plane import node_network
 from control_plane.binaries import ensure_node_binaries
+from control_plane.certs import certificate_authority, client_certificate
 from control_plane.paths import cache_dir
 from control_plane.cluster import LocalCluster, die_with_parent, free_port, log_tail, terminate
 from control_plane.cluster_dns import ClusterDNS
@@ -143,7 +144,9 @@ class LocalNode:
         self._dns: ClusterDNS | None = None
         self.start_seconds = 0.0
         self.timings: dict[str, float] = {}
-        self.kubelet_port = 0  # the kubelet's API on GATEWAY (anonymous: the bridge alone)
+        self.kubelet_port = 0  # the kubelet's API on GATEWAY (the machine and its pods alone)
+        self._kubelet_ca: tuple[Path, Path] | None = None  # what the kubelet trusts for x509
+        self._kubelet_client: tuple[Path, Path] | None = None  # the API server's certificate
         self._lock: Any = None
 
     def __enter__(self) -> LocalNode:
@@ -192,12 +195,19 @@ class LocalNode:
             node_network.set_up(self._changes)
             self._cgroup_root()
             # the API server reaches the kubelet (logs, exec) at the node's address, never
-            # by a name looked up in the machine's DNS; pods get the ServiceAccount token as
-            # today's clusters mount it (projected, expiring, rotated by the kubelet; default
-            # from 1.21, a gate in 1.20)
+            # by a name looked up in the machine's DNS, with a client certificate the kubelet
+            # trusts (as kubeadm's apiserver-kubelet-client); pods get the ServiceAccount
+            # token as today's clusters mount it (projected, expiring, rotated by the kubelet;
+            # default from 1.21, a gate in 1.20)
+            self._kubelet_ca = certificate_authority(self.workdir / "kubelet-ca", "kubelet-ca")
+            self._kubelet_client = client_certificate(
+                self.workdir / "kubelet-ca", self._kubelet_ca, "kube-apiserver-kubelet-client",
+                ("system:masters",))
             self.cluster = LocalCluster(
                 address=GATEWAY, service_range=SERVICE_RANGE, service_accounts=True,
                 extra_apiserver_args=("--kubelet-preferred-address-types=InternalIP",
+                                      f"--kubelet-client-certificate={self._kubelet_client[0]}",
+                                      f"--kubelet-client-key={self._kubelet_client[1]}",
                                       f"--feature-gates={_PROJECTED_TOKENS}")).start()
             self.timings["control_plane_s"] = time.monotonic() - step
             step = time.monotonic()
@@ -417,9 +427,17 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
             "address": GATEWAY, "port": self.kubelet_port, "readOnlyPort": 0,
             "healthzBindAddress": "127.0.0.1", "healthzPort": free_port(),
-            # what the API server asks of it (logs, exec) comes from the bridge alone
-            "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
-            "authorization": {"mode": "AlwaysAllow"},
+            # as kubeadm sets a kubelet up: nobody anonymous; a client certificate of the
+            # kubelet CA (the API server's: logs, exec) or a token the API server reviews,
+            # and whatever either asks authorized by the API server (SubjectAccessReview;
+            # an allow kept 5 minutes, a deny 30 s). The node's input guard lets only the
+            # machine and its pods reach it (control_plane.node_network).
+            "authentication": {"anonymous": {"enabled": False},
+                               "webhook": {"enabled": True, "cacheTTL": "2m"},
+                               "x509": {"clientCAFile": str(self._kubelet_ca[0])}},
+            "authorization": {"mode": "Webhook",
+                              "webhook": {"cacheAuthorizedTTL": "5m",
+                                          "cacheUnauthorizedTTL": "30s"}},
             "cgroupDriver": "cgroupfs", "cgroupRoot": f"/{CGROUP_ROOT}", "failSwapOn": False,
             "clusterDNS": [GATEWAY], "clusterDomain": "cluster.local",
             "resolvConf": str(work / "resolv.conf"), "podCIDR": POD_RANGE, "maxPods": 40,
@@ -448,15 +466,18 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             return json.loads(answer.read())
 
     def kubelet_pods(self) -> list[dict]:
-        """The pods as the kubelet sees them (its ``/pods``), also while the API server is
-        away: its own probes' verdicts, not yet reported."""
+        """The pods as the kubelet sees them (its ``/pods``): its own probes' verdicts, not yet
+        reported. Asked with the API server's kubelet client certificate, which the kubelet
+        authorizes by asking the API server: while the API server is away, only within the
+        5 minutes the kubelet keeps an allow, so ask once before stopping it."""
         import ssl
 
         context = ssl.create_default_context()
         context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # its own cert
+        context.load_cert_chain(*map(str, self._kubelet_client))
         with urllib.request.urlopen(f"https://{GATEWAY}:{self.kubelet_port}/pods", timeout=10,
                                     context=context) as answer:
-            return json.loads(answer.read())["items"]
+            return json.loads(answer.read())["items"] or []
 
     def _cluster_ip(self, namespace: str, name: str) -> str | None:
         try:

@@ -14,11 +14,16 @@ that no more specific route claims fails at the route lookup, whatever else fail
 - forwarding on, as a node needs (a pod reaching another through a Service is routed back
   onto the bridge), with a ``FORWARD`` guard that accepts only bridge to bridge and drops
   whatever else would cross it — and, if the machine did not forward before, drops all other
-  forwarding, so the machine routes nothing it did not route before.
+  forwarding, so the machine routes nothing it did not route before;
+- an ``INPUT`` guard for the same range: a packet for the node's addresses is taken only from
+  the bridge (its pods) or from the machine itself (``lo``). The API server, the kubelet, the
+  cluster DNS and kube-proxy's ports listen on ``GATEWAY``, and a host of the same network
+  segment that routes the range to this machine would otherwise reach them all.
 
 Everything changed is recorded as it is made (``Changes``) and undone in reverse, the
-kernel settings put back to the values read before: a node stopped — or one that failed to
-start — leaves no route, rule, interface or setting behind.
+kernel settings put back to the values read before, and a route the machine had for the
+range put back as it was: a node stopped — or one that failed to start — leaves no route,
+rule, interface or setting behind, and takes none away.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from pathlib import Path
 from control_plane.errors import ClusterUnavailableError
 
 __all__ = ["BRIDGE", "GATEWAY", "POD_RANGE", "RESERVED", "SERVICE_RANGE", "Changes",
-           "cni_config", "set_up"]
+           "cni_config", "guard_first", "route_of", "set_up"]
 
 RESERVED = "198.18.0.0/15"
 POD_RANGE = "198.18.0.0/24"
@@ -40,6 +45,7 @@ GATEWAY = "198.18.0.1"
 SERVICE_RANGE = "198.19.0.0/24"
 BRIDGE = "kcg0"
 GUARD = "KCG-NODE-GUARD"
+INPUT_GUARD = "KCG-NODE-INPUT"
 # kernel settings the node's parts write (forwarding, bridge netfilter; the kubelet's and
 # kube-proxy's own): each read before and written back after
 SETTINGS = ("net/ipv4/ip_forward", "net/bridge/bridge-nf-call-iptables",
@@ -132,9 +138,9 @@ def set_up(changes: Changes) -> None:
     before = {s: _read(s) for s in SETTINGS}
     changes.made("kernel settings", lambda: [_write(s, v) for s, v in before.items()
                                              if v is not None and _read(s) != v])
+    held = route_of(RESERVED)
     _run("ip", "route", "replace", "unreachable", RESERVED)
-    changes.made("the unreachable route", lambda: _quiet("ip", "route", "del", "unreachable",
-                                                         RESERVED))
+    changes.made("the unreachable route", lambda: _put_back_route(held))
     _quiet("ip", "link", "del", BRIDGE)  # one a crashed run left
     _run("ip", "link", "add", BRIDGE, "type", "bridge")
     changes.made("the bridge", lambda: _quiet("ip", "link", "del", BRIDGE))
@@ -152,15 +158,50 @@ def set_up(changes: Changes) -> None:
     _run("iptables", "-A", GUARD, "-o", BRIDGE, "-j", "DROP")
     if not forwarding:
         _run("iptables", "-A", GUARD, "-j", "DROP")
+    _quiet("iptables", "-D", "INPUT", "-d", RESERVED, "-j", INPUT_GUARD)
+    _quiet("iptables", "-F", INPUT_GUARD)
+    _quiet("iptables", "-X", INPUT_GUARD)
+    _run("iptables", "-N", INPUT_GUARD)
+    changes.made("the input guard", _drop_input_guard)
+    _run("iptables", "-A", INPUT_GUARD, "-i", "lo", "-j", "ACCEPT")
+    _run("iptables", "-A", INPUT_GUARD, "-i", BRIDGE, "-j", "ACCEPT")
+    _run("iptables", "-A", INPUT_GUARD, "-j", "DROP")
     guard_first()
     _write("net/bridge/bridge-nf-call-iptables", "1")  # Services between pods of the bridge
     _write("net/ipv4/ip_forward", "1")
 
 
 def guard_first() -> None:
-    """Put the guard first in ``FORWARD`` again (kube-proxy inserts its own rules there)."""
+    """Put the guards first in ``FORWARD`` and ``INPUT`` again (kube-proxy inserts its own
+    rules there)."""
     _quiet("iptables", "-D", "FORWARD", "-j", GUARD)
     _run("iptables", "-I", "FORWARD", "1", "-j", GUARD)
+    _quiet("iptables", "-D", "INPUT", "-d", RESERVED, "-j", INPUT_GUARD)
+    _run("iptables", "-I", "INPUT", "1", "-d", RESERVED, "-j", INPUT_GUARD)
+
+
+def _drop_input_guard() -> None:
+    while subprocess.run(["iptables", "-D", "INPUT", "-d", RESERVED, "-j", INPUT_GUARD],
+                         capture_output=True).returncode == 0:
+        pass
+    _quiet("iptables", "-F", INPUT_GUARD)
+    _quiet("iptables", "-X", INPUT_GUARD)
+
+
+def route_of(prefix: str) -> list[str]:
+    """The main table's route for exactly ``prefix``, as ``ip route`` words (empty: none)."""
+    done = subprocess.run(["ip", "route", "show", "exact", prefix], capture_output=True,
+                          text=True)
+    line = done.stdout.strip().splitlines()[0] if done.stdout.strip() else ""
+    # state the kernel reports, not a route's own words: left out to write it back
+    return [w for w in line.split() if w not in ("linkdown", "dead", "offload", "trap")]
+
+
+def _put_back_route(held: list[str]) -> None:
+    """Remove the node's route for the range, and put back the one it replaced, if any."""
+    _quiet("ip", "route", "del", "unreachable", RESERVED)
+    if held:
+        _run("ip", "route", "replace", *held)
 
 
 def _drop_guard() -> None:

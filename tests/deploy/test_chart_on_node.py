@@ -256,6 +256,7 @@ def test_while_the_api_server_is_away_the_replicas_stay_ready_and_serve(default)
         assert httpx.get(replica + path, headers=headers).status_code == 200
     url = default.service_url()
     names = sorted(replicas)
+    node.kubelet_pods()  # the kubelet authorizes its reader by the API server: kept 5 minutes
     node.cluster.stop_apiserver()
     try:
         time.sleep(12)  # two readiness periods and more
