@@ -335,8 +335,9 @@ def test_a_partitioned_list_stays_partitioned_while_the_denial_is_kept(fake, rev
 
 
 def test_kept_dashboard_answers_never_cross_partitions(fake, reviewer):
-    """Dashboard answers and results are kept per query and version: the caller's partition
-    is part of what makes them, so a caller never gets another's kept answer."""
+    """Dashboard answers are kept per query (and bucket marks), results per query and version:
+    the caller's partition is part of what makes both, so a caller never gets another's kept
+    answer."""
     fake.ensure_namespace("other")
     if fake.get("/api/v1/namespaces/other/pods/elsewhere", ok_missing=True) is None:
         fake.create("/api/v1/namespaces/other/pods", {"apiVersion": "v1", "kind": "Pod",
