@@ -283,7 +283,7 @@ def ensure_browser() -> str | None:
 
 _TEST_TOOLS = (("go", "golang-go"), ("wrk", "wrk"), ("tinyproxy", "tinyproxy"),
                ("promtool", "prometheus"), ("buildah", "buildah"), ("podman", "podman"),
-               ("runc", "runc"), ("debootstrap", "debootstrap"), ("gdb", "gdb"))
+               ("runc", "runc"), ("debootstrap", "debootstrap"))
 
 
 def main() -> int:
@@ -296,7 +296,7 @@ def main() -> int:
     debootstrap (the image built and run: ``control_plane.image``), kubectl 1.20 and 1.35 and
     helm 4 (``control_plane.client_tools``: the clients the suite runs; without them it
     fails), and a node's binaries and packages (``ensure_node_binaries``: the chart run on a
-    node, ``control_plane.node``; gdb blocks a pod's event loop there, for its liveness probe).
+    node, ``control_plane.node``).
     """
     try:
         found = ensure_binaries(build=True)

@@ -550,21 +550,48 @@ def _host_pid(pod: dict) -> int:
     raise AssertionError(f"no gateway process of pod {uid}")
 
 
-def _block_a_loop(node) -> tuple[Release, dict, subprocess.Popen, float]:
-    """A one-replica release whose gateway's event loop is then blocked from outside: a sleep
-    run in its main thread, where the loop runs, through gdb as pyrasite does."""
-    import shutil
+# Stops one thread of another process and holds it stopped until this helper is killed (or the
+# process dies): PTRACE_SEIZE then PTRACE_INTERRUPT stop that thread alone, where a signal
+# would stop them all. What it waits for after (a signal to the thread, its death) leaves the
+# thread stopped: it is never let go on.
+_HOLD_THREAD = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+tid = int(sys.argv[1])
+for request, name in ((0x4206, "PTRACE_SEIZE"), (0x4207, "PTRACE_INTERRUPT")):
+    if libc.ptrace(request, tid, None, None) != 0:
+        sys.exit(f"{name} {tid}: {os.strerror(ctypes.get_errno())}")
+os.waitpid(tid, 0x40000000)  # __WALL: the thread's stop
+print("held", flush=True)
+while True:
+    _, status = os.waitpid(tid, 0x40000000)
+    if os.WIFEXITED(status) or os.WIFSIGNALED(status):
+        break
+"""
 
-    gdb = shutil.which("gdb")
-    assert gdb, "gdb is a test tool (python -m control_plane.binaries --test-tools)"
+
+def _block_a_loop(node) -> tuple[Release, dict, subprocess.Popen, float]:
+    """A one-replica release whose gateway's event loop is then blocked from outside: its main
+    thread, where the loop runs, stopped and held by a tracer, while its other threads and its
+    port live on.
+
+    Before, gdb ran a sleep in that thread (as pyrasite does); on some processors' register
+    state gdb 13 cannot return from a call it makes ("Couldn't write extended state status"),
+    and the loop went on (seen on an Intel Xeon with kernel 6.18)."""
+    import sys
+
     release = install(node, "--set", "replicas=1", "--set", "podDisruptionBudget.enabled=false",
                       "--set", "terminationGracePeriodSeconds=12", "--set",
                       "preStopDelaySeconds=0", name="stuck")
     [pod] = release.pods()
-    blocker = subprocess.Popen(
-        [gdb, "-p", str(_host_pid(pod)), "-batch", "-ex", "call (int)PyGILState_Ensure()",
-         "-ex", 'call (int)PyRun_SimpleString("import time; time.sleep(3600)")'],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    blocker = subprocess.Popen([sys.executable, "-c", _HOLD_THREAD, str(_host_pid(pod))],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert blocker.stdout is not None
+    said = blocker.stdout.readline()
+    if said.strip() != "held":
+        blocker.wait(10)
+        raise AssertionError(f"the loop's thread was not stopped: {blocker.stderr.read()}")
     return release, pod, blocker, time.monotonic()
 
 
@@ -690,14 +717,14 @@ def slow_outcomes(node):
         rotated = _rotate_a_token(node)
     except BaseException:
         stuck[2].kill()
-        stuck[2].wait()
+        stuck[2].communicate()  # its pipes closed
         uninstall(stuck[0])
         raise
     try:
         yield {"stuck": stuck, "rotated": rotated}
     finally:
         stuck[2].kill()
-        stuck[2].wait()
+        stuck[2].communicate()  # its pipes closed
         rotated[1].join(10)
         for release in (stuck[0], rotated[0]):
             uninstall(release)
