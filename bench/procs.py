@@ -95,8 +95,12 @@ class Gateway:
 
 def _command_module() -> str:
     """The command's module in the tree this process runs in: ``bench.ab`` starts older
-    checkouts too, from before ``app/`` had wings (``app.cli`` then)."""
-    return "app.launch.cli" if Path("app/launch/cli.py").exists() else "app.cli"
+    checkouts too — from before ``app/launch/`` (``app.process.cli``), and from before
+    ``app/`` had wings (``app.cli``)."""
+    for module in ("app.launch.cli", "app.process.cli"):
+        if Path(module.replace(".", "/") + ".py").exists():
+            return module
+    return "app.cli"
 
 
 def start_gateway(cluster: LocalCluster, workdir: Path, *args: str, tls: bool = False,
