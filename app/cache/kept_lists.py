@@ -30,18 +30,21 @@ projections; one answer may take at most half the budget. A large answer (over
 ``JOIN_BELOW``, which is otherwise sent in slices and never joined whole) is kept only
 when asked a second time with its buckets unchanged, so that a list that changes between
 every ask never costs a whole copy. A compressed answer (over ``GZIP_ABOVE``, to a caller
-that accepts gzip) is kept beside its bytes at the version it was made for, and made again
-only when the version moves.
+that accepts gzip) up to ``JOIN_BELOW`` is kept beside its bytes at the version it was made
+for, made once however many ask for it at once, and made again only when the version moves;
+a larger one is compressed slice by slice as it is sent, never joined whole (fifty callers
+at once would each have held a whole copy).
 """
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.bridge import run_blocking
@@ -90,6 +93,7 @@ class KeptList:
     remaining: int | None
     tail: bytes = LIST_TAIL  # what follows the items
     gzipped: tuple[str, bytes] | None = None  # (version, ``whole`` at it compressed)
+    compressing: asyncio.Lock = field(default_factory=asyncio.Lock)  # one at a time
 
     @classmethod
     def of(cls, marks: tuple[Mark, ...], version: str, head: bytes, whole: bytes, token: str,
@@ -190,15 +194,28 @@ class KeptLists:
         self.renew(key, kept, version, whole, (len(head), len(head) + end - start))
         return (whole,)
 
+    @staticmethod
+    def compresses(kept_size: int) -> bool:
+        """Whether an answer of ``kept_size`` bytes is kept compressed too (``compressed``)."""
+        return kept_size <= JOIN_BELOW
+
     async def compressed(self, key: Hashable, kept: KeptList, version: str,
                          pieces: tuple[bytes | memoryview, ...]) -> bytes:
-        """``pieces`` (``kept`` at ``version``, from ``renewed``) gzipped: the kept copy while
-        the version is the one it was made for, else made on a thread and kept instead
-        (charged to the budget with the answer)."""
+        """``pieces`` (``kept`` at ``version``, from ``renewed``; at most ``JOIN_BELOW``)
+        gzipped: the kept copy while the version is the one it was made for, else made on a
+        thread — once, whoever else asks meanwhile waits for it — and kept instead (charged
+        to the budget with the answer)."""
         found = kept.gzipped
         if found is not None and found[0] == version:
             return found[1]
-        body = await run_blocking(lambda: gzip.compress(b"".join(pieces), 1))
+        async with kept.compressing:
+            found = kept.gzipped
+            if found is not None and found[0] == version:
+                return found[1]  # made while this one waited
+            body = await run_blocking(lambda: gzip.compress(b"".join(pieces), 1))
+            return self._keep_compressed(key, kept, version, body)
+
+    def _keep_compressed(self, key: Hashable, kept: KeptList, version: str, body: bytes) -> bytes:
         with self._lock:
             if self._kept.get(key) is not kept:
                 return body  # let go meanwhile: sent, not kept

@@ -293,11 +293,15 @@ async def _list(entry: ResourceCache, shape: Shape, reading: Reading,
                     head = (summary_head(version) if query.summary is not None else
                             list_head(entry.resource, accept, version, kept_list.token,
                                       kept_list.remaining))
-                pieces = entry.lists.renewed(list_key, kept_list, version, head)
-                if gzip_ok and len(kept_list.whole) > GZIP_ABOVE:
+                size = len(kept_list.whole)
+                if not gzip_ok or size <= GZIP_ABOVE:
+                    return KeptBody(entry.lists.renewed(list_key, kept_list, version, head),
+                                    etag)
+                if entry.lists.compresses(size):
+                    pieces = entry.lists.renewed(list_key, kept_list, version, head)
                     body = await entry.lists.compressed(list_key, kept_list, version, pieces)
                     return KeptBody((body,), etag, gzipped=True)
-                return KeptBody(pieces, etag)
+                # (larger, to a caller that accepts gzip: compressed as it is sent, below)
         tick = entry.indexer.thread_safe_store.tick  # before the read: see unchanged_since
     objects, rv, from_store = await select_consistent(entry, selection, filtered=not dashboard)
     if not from_store:
@@ -369,13 +373,16 @@ async def _keep(entry: ResourceCache, list_key: Hashable, tick: int, selection: 
     and send it from what is kept, compressed if it is large and the caller accepts gzip;
     ``None`` when it is not worth keeping (made and sent as it goes)."""
     length = list_length(head, items, tail)
+    compressed = length > GZIP_ABOVE and gzip_ok
+    if compressed and not entry.lists.compresses(length):
+        return None  # compressed slice by slice as it is sent; an uncompressed ask keeps it
     marks = (Mark.of(entry, tick, selection),)
     if not entry.lists.worth_keeping(list_key, length, marks):
         return None
     whole = joined(head, items, tail)
     kept = KeptList.of(marks, rv, head, whole, token, remaining, tail)
     entry.lists.keep(list_key, kept)
-    if length > GZIP_ABOVE and gzip_ok:
+    if compressed:
         return KeptBody((await entry.lists.compressed(list_key, kept, rv, (whole,)),), etag,
                         gzipped=True)
     return KeptBody((whole,), etag)

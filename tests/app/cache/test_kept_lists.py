@@ -313,3 +313,38 @@ def test_a_large_answer_to_a_caller_that_accepts_gzip_is_sent_compressed_from_th
         assert changed == _fresh(gw, path)
         assert changed["items"][next(i for i, o in enumerate(changed["items"])
                                      if o["metadata"]["name"] == "big-3")]["data"] == {"blob": "y"}
+
+
+def test_callers_asking_at_once_for_a_kept_answer_compressed_wait_for_one_compression(monkeypatch):
+    """Fifty gzip callers at once each compressed the whole answer themselves (+1.36 GiB for a
+    27 MiB answer); now the first makes it and the others wait for it."""
+    import asyncio
+    import gzip as gzip_module
+
+    from app.cache import kept_lists
+    from app.cache.kept_lists import KeptList, KeptLists
+
+    made = []
+    real = gzip_module.compress
+
+    def counted(data, level=9):
+        made.append(len(data))
+        return real(data, level)
+
+    monkeypatch.setattr(kept_lists.gzip, "compress", counted)
+    lists = KeptLists(QueryMemory())
+    head, whole = b'{"items":[', b'{"items":[' + b"x" * 200_000 + b"]}"
+    kept = KeptList.of((), "7", head, whole, "", None)
+    lists.keep("k", kept)
+
+    async def scenario():
+        first = await asyncio.gather(*(lists.compressed("k", kept, "7", (whole,))
+                                       for _ in range(50)))
+        later = await lists.compressed("k", kept, "8", (whole,))  # the version moved: made again
+        return first, later
+
+    first, later = asyncio.run(scenario())
+    assert made == [len(whole), len(whole)]
+    assert len({id(body) for body in first}) == 1 and kept.gzipped == ("8", later)
+    assert gzip_module.decompress(first[0]) == whole
+    assert not KeptLists.compresses(kept_lists.JOIN_BELOW + 1)
