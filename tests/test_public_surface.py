@@ -86,7 +86,7 @@ def test_package_exports_exactly(package, names):
     ("app.clusters.sources", ["ClusterSet", "ClustersFile", "Said", "ServedClusters"]),
     # the request's notes and what it asks to do, below the wings that write and read them
     ("app.kube.context", ["RequestContext", "context_of"]),
-    ("app.kube.access", ["Access"]),
+    ("app.kube.access", ["Access", "narrowed_to"]),
     # the hub's three rooms; the hub still names the other two's
     ("app.cache.event", ["Event", "RecentCopies", "frames", "parse_rv"]),
     ("app.cache.subscriber", ["SubscribedHub", "Subscriber"]),

@@ -51,7 +51,7 @@ from starlette.responses import Response
 from app.auth.reviews import ReviewError
 from app.cache.answer_age import staleness, warning_header
 from app.cache.requested_version import check_list_options, fresh_enough
-from app.kube.access import Access
+from app.kube.access import Access, narrowed_to
 from app.clusters.merging import (CLUSTER_ANNOTATION, decode_versions, encode_versions, tagged,
                                   tagged_dict)
 from app.cache.kept_lists import KeptList, Mark
@@ -87,7 +87,8 @@ class Reached:
 
 async def reach(scope: dict, gateway: Any, cluster: Any, target: Any, verb: str,
                 warnings: list[str], wait: bool = True,
-                check: Callable[[Any, Any], None] | None = None) -> Reached | StatusError | None:
+                check: Callable[[Any, Any], None] | None = None,
+                name: str | None = None) -> Reached | StatusError | None:
     """One cluster's share of a merged read (of ``target``, by ``verb``), or why it has none.
 
     ``None``: the cluster does not serve the resource (a ``Warning`` said so). A
@@ -96,7 +97,8 @@ async def reach(scope: dict, gateway: Any, cluster: Any, target: Any, verb: str,
     holds nothing, or the cache has not synced). ``wait``: whether a cache still loading is
     waited for (``--sync-timeout``); a cluster whose API server does not answer never is.
     ``check(cluster, resource)`` raises what the read cannot be, the same in every cluster
-    (``app.cache.metadata_only``).
+    (``app.cache.metadata_only``). ``name``: the one object the read is narrowed to
+    (``app.kube.access.narrowed_to``), authorized for that name.
 
     Raises:
         StatusError: what no cluster could answer differently (a malformed request).
@@ -114,7 +116,7 @@ async def reach(scope: dict, gateway: Any, cluster: Any, target: Any, verb: str,
         return None if error.code in (404, 405) else error
     try:
         grant = await cluster.authorization.authorize(
-            scope, Access(verb, resource, target.namespace))
+            scope, Access(verb, resource, target.namespace, name))
     except ReviewError as error:
         warnings.append(f"cluster {cluster.name}: left out: {error.message}")
         return error
@@ -189,7 +191,7 @@ async def merged_endpoint(request: Request) -> Response:
 
     async def share_of(cluster: Any) -> _Share | None | StatusError:
         reached = await reach(request.scope, gateway, cluster, target, "list", warnings,
-                              check=_read_check(accept, query))
+                              check=_read_check(accept, query), name=narrowed_to(query.fields))
         if not isinstance(reached, Reached):
             return reached
         since = cluster.caches.stale_since(reached.entry)
@@ -363,7 +365,8 @@ async def _stream(request: Request, gateway: Any, target: Any, query: Query, acc
     async def attach(cluster: Any, wait: bool) -> Any:
         # the start's reasons go into its Warning; a later try's, nowhere (no header is left)
         return await reach(request.scope, gateway, cluster, target, "watch",
-                           warnings if wait else [], wait, _read_check(accept, query))
+                           warnings if wait else [], wait, _read_check(accept, query),
+                           narrowed_to(query.fields))
 
     if accept.kind == "sse":
         last_id = request.headers.get("last-event-id", "").strip()

@@ -27,7 +27,7 @@ from app.auth.authorization import Grant
 from app.bridge import run_blocking, run_bulk
 from app.cache.kept_lists import KeptList, Mark
 from app.cache.resources import ResourceCache
-from app.kube.access import Access
+from app.kube.access import Access, narrowed_to
 from app.kube.context import context_of
 from app.kube.shapes import Reading, Shape, request_headers
 from app.kube.envelope import (GZIP_ABOVE, LIST_TAIL, KeptBody, ListBody, joined,
@@ -150,7 +150,10 @@ async def _checked(request: Request, gateway: Any, cluster: Any,
     # a watch of one object is a watch (the contract authorizes every stream as one), not a get
     verb = "watch" if streaming else ("get" if target.name is not None else "list")
     namespace = target.namespace
-    access = Access(verb, resource, namespace, target.name)
+    name = target.name
+    if name is None and query is not None:
+        name = narrowed_to(query.fields)  # a list or watch of one object asks for that name
+    access = Access(verb, resource, namespace, name)
     authorization = cluster.authorization
     grant = authorization.granted(request.scope, access) or await authorization.authorize(
         request, access)

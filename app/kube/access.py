@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from informer_core.discovery import APIResource
+from informer_core.fields import FieldSelector
 
-__all__ = ["Access"]
+__all__ = ["Access", "narrowed_to"]
 
 
 class Access(NamedTuple):
@@ -26,3 +27,15 @@ class Access(NamedTuple):
         what = self.resource.resource + (f".{self.resource.group}" if self.resource.group else "")
         where = f' in the namespace "{self.namespace}"' if self.namespace else ""
         return f"{self.verb} {what}{where}"
+
+
+def narrowed_to(fields: FieldSelector | None) -> str | None:
+    """The one object a list or watch is narrowed to (``fieldSelector=metadata.name=X``), as
+    the API server's request info reads it: then the access names ``X``, and RBAC rules with
+    ``resourceNames`` apply. ``None`` when it names none, or a name no path could hold."""
+    if fields is None:
+        return None
+    name = fields.requires_exact("metadata.name")
+    if not name or name in (".", "..") or "/" in name or "%" in name:
+        return None
+    return name

@@ -462,6 +462,41 @@ def test_a_new_binding_takes_effect_within_the_deny_ttl(world, gateway):
     assert took < 1.0 + 2.0  # the denial is kept 1 s here
 
 
+def test_a_list_or_watch_narrowed_to_one_name_is_authorized_for_that_name(world, gateway):
+    """As the API server's request info: ``fieldSelector=metadata.name=X`` on a list or watch
+    asks for the name ``X``, so a rule with ``resourceNames`` allows it. Before, the gateway
+    asked without the name and refused what the cluster allows."""
+    cluster_role(world.kube, PREFIX + "read-p1", [rule("pods", READ, names=["p1"])])
+    binding = bind(world.kube, "one-pod", PREFIX + "read-p1", [sa_subject("one-pod")], "authz-a")
+    token = world.kube.service_account_token(IDS_NS, "one-pod")
+    path = collection("pods", "authz-a")
+    asked = {"one": {"fieldSelector": "metadata.name=p1"},
+             "the same with ==": {"fieldSelector": "metadata.name==p1"},
+             "and its namespace": {"fieldSelector": "metadata.name=p1,metadata.namespace=authz-a"},
+             "another": {"fieldSelector": "metadata.name=p2"},
+             "all": {},
+             "all but it": {"fieldSelector": "metadata.name!=p2"},
+             "a watch of one": {"fieldSelector": "metadata.name=p1", "watch": "true",
+                                "timeoutSeconds": "1"}}
+    try:
+        with world.direct(token) as direct, gateway_client(gateway, token) as through:
+            for what, params in asked.items():
+                theirs, ours = direct.get(path, params=params), through.get(path, params=params)
+                assert ours.status_code == theirs.status_code, (what, ours.text, theirs.text)
+                if theirs.status_code == 403:
+                    assert ours.json()["message"] == theirs.json()["message"], what
+                elif "watch" not in params:
+                    assert names(ours.json()["items"]) == names(theirs.json()["items"]), what
+            statuses = {what: direct.get(path, params=params).status_code
+                        for what, params in asked.items()}
+        assert statuses == {"one": 200, "the same with ==": 200, "and its namespace": 200,
+                            "another": 403, "all": 403, "all but it": 403,
+                            "a watch of one": 200}
+    finally:
+        world.kube.delete(binding)
+        world.kube.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{PREFIX}read-p1")
+
+
 # -- the access log and real clients ---------------------------------------------------------
 
 def test_each_request_writes_one_access_line(world, gateway):

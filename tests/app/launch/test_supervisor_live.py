@@ -248,6 +248,7 @@ def test_keep_alive_connections_of_one_client_are_spread_over_both_workers(pod):
     finally:
         for conn in conns:
             conn.close()
+    print(f"\n128 connections, worker {busy} stopped while they opened: {dict(held)}")
     assert set(held) == {"0", "1"} and all(32 <= n <= 96 for n in held.values()), held
 
 
