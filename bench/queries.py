@@ -173,7 +173,8 @@ def _answer(url: str, token: str, verify: ssl.SSLContext | bool) -> tuple[list[s
 def start_floor(workdir: Path, bodies: dict[str, bytes], tls: bool,
                 workers: int = 1) -> tuple[subprocess.Popen, str]:
     """Serve ``bodies`` (path?query -> bytes) from ``bench.floor`` on uvicorn (``workers``
-    processes, uvicorn's own); return it and its URL."""
+    processes, a listening socket each as the gateway's: ``python -m bench.floor``); return
+    it and its URL."""
     directory = workdir / "floor"
     directory.mkdir(parents=True, exist_ok=True)
     index = {}
@@ -182,8 +183,10 @@ def start_floor(workdir: Path, bodies: dict[str, bytes], tls: bool,
         index[target] = f"{i}.json"
     (directory / "index.json").write_text(json.dumps(index))
     port = free_port()
-    command = [sys.executable, "-m", "uvicorn", "bench.floor:app", "--port", str(port),
-               "--log-level", "warning", "--no-access-log", "--workers", str(workers)]
+    command = ([sys.executable, "-m", "uvicorn", "bench.floor:app", "--port", str(port),
+                "--log-level", "warning", "--no-access-log"] if workers == 1 else
+               [sys.executable, "-m", "bench.floor", "--port", str(port), "--workers",
+                str(workers)])
     verify: ssl.SSLContext | bool = True
     if tls:
         cert, key = self_signed_cert(directory, "floor")
