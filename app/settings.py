@@ -95,6 +95,7 @@ class Settings:
     authz_cache_ttl: float = 300.0
     authz_deny_cache_ttl: float = 30.0
     authz_cache_size: int = 10_000
+    authz_local_rbac: str = "auto"
     namespace_partitioned_lists: bool = False
     access_log: bool = False
     # Streams.
@@ -191,6 +192,11 @@ _HELP = {
                        "(open streams are re-authorized then)",
     "authz_deny_cache_ttl": "seconds a denied access (or rejected token) is kept",
     "authz_cache_size": "most token reviews, and most access decisions, kept at once",
+    "authz_local_rbac": "decide accesses from each cluster's RBAC, followed by the gateway "
+                        "(an allow there needs no SubjectAccessReview, a revoked binding "
+                        "refuses the next request): auto (unless the cluster's authorizers "
+                        "include a webhook, which may deny first), true, false (every access "
+                        "is asked); a cluster's localRBAC in --clusters says it for that one",
     "namespace_partitioned_lists": "answer a cluster-wide list, watch or stream by a caller "
                                    "who may list the resource only in some namespaces with "
                                    "those namespaces' objects, instead of 403 (the API server "
@@ -292,14 +298,15 @@ _GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("who may read what", ("allow", "deny", "cors_origins", "allow_anonymous", "authz",
                            "authn_audiences", "authn_cluster", "client_ca_file",
                            "authn_cache_ttl", "authz_cache_ttl",
-                           "authz_deny_cache_ttl", "authz_cache_size",
+                           "authz_deny_cache_ttl", "authz_cache_size", "authz_local_rbac",
                            "namespace_partitioned_lists", "access_log")),
     ("streams", ("event_ring_size", "bookmark_interval", "heartbeat_interval", "subscriber_queue",
                  "max_streams", "max_streams_per_client", "stall_timeout", "sse_retry_ms")),
     ("operations", ("log_level", "log_json", "max_query_length", "max_header_bytes",
                     "header_timeout", "max_pending_header_bytes", "max_connections")),
 )
-_CHOICES = {"authz": ("none", "kubernetes"), "log_level": ("debug", "info", "warning", "error")}
+_CHOICES = {"authz": ("none", "kubernetes"), "authz_local_rbac": ("auto", "true", "false"),
+            "log_level": ("debug", "info", "warning", "error")}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -382,6 +389,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             raise ValueError(f"--{name.replace('_', '-')}: no such file: {path}")
     if settings.authz not in ("none", "kubernetes"):
         raise ValueError(f"--authz must be none or kubernetes, not {settings.authz!r}")
+    if settings.authz_local_rbac not in _CHOICES["authz_local_rbac"]:
+        raise ValueError(f"--authz-local-rbac must be auto, true or false, not "
+                         f"{settings.authz_local_rbac!r}")
     if settings.client_ca_file:
         if not (settings.tls_cert_file and settings.authz == "kubernetes"):
             raise ValueError("--client-ca-file says which client certificates authenticate "

@@ -5,7 +5,8 @@
 One kube-apiserver + etcd, seeded once with 10,000 Pods in 100 namespaces and
 1,000 ConfigMaps; then the initial sync (``bench.sync_pods``), the queries
 (``bench.queries``, with py-spy profiles of Q1 and Q5), authorization's cost
-(``bench.authz``: ``--authz kubernetes`` vs ``none``), the change fan-out
+(``bench.authz``: ``--authz kubernetes`` vs ``none``), decisions from the cluster's RBAC
+followed vs a review per access (``bench.local_authz``), the change fan-out
 (``bench.fanout``, with what one write costs the kernel alone: ``bench.send_cost``),
 what ``--workers N`` costs (``bench.workers``), the queries for
 dashboards (``bench.dashboard``), a merged list of three clusters (``bench.merged``), today's
@@ -24,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import (authz, clients, dashboard, fanout, merged, queries, scale, send_cost,
-                   sync_pods, workers)
+from bench import (authz, clients, dashboard, fanout, local_authz, merged, queries, scale,
+                   send_cost, sync_pods, workers)
 from bench.report import render
 from bench.seed import seed
 from control_plane.cluster import LocalCluster
@@ -47,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {args.out}")
         return 0
     size = dict(pods=10_000, configmaps=1_000, sync_rounds=3, query_seconds=5.0, query_rounds=3,
-                authz_rounds=4, authz_requests=20_000, subscribers=1000, rate=10.0,
+                authz_rounds=4, authz_requests=20_000, local_callers=1000, revocations=10,
+                subscribers=1000, rate=10.0,
                 fan_seconds=60.0, settle=25.0, cpu_rounds=3, send_seconds=10.0, workers_seconds=60.0,
                 workers_rate=50.0,
                 merged_rounds=15, clients_rounds=5, scale_pods=(1_000, 10_000, 50_000),
@@ -55,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
                 scale_settle=10.0)
     if args.quick:
         size = dict(pods=200, configmaps=20, sync_rounds=1, query_seconds=1.0, query_rounds=1,
-                    authz_rounds=1, authz_requests=500, subscribers=10, rate=5.0,
+                    authz_rounds=1, authz_requests=500, local_callers=20, revocations=2,
+                    subscribers=10, rate=5.0,
                     fan_seconds=2.0, settle=3.0, cpu_rounds=2, send_seconds=1.0, workers_seconds=2.0,
                     workers_rate=5.0,
                     merged_rounds=2, clients_rounds=1, scale_pods=(100, 300),
@@ -77,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
         print("authorization ...", flush=True)
         results["authz"] = authz.run(seconds=size["query_seconds"], rounds=size["authz_rounds"],
                                      cluster=cluster, app_requests=size["authz_requests"])
+        print("authorization from RBAC followed ...", flush=True)
+        results["local_authz"] = local_authz.run(size["local_callers"], size["revocations"],
+                                                 cluster=cluster)
         print("fan-out ...", flush=True)
         results["fanout"] = fanout.run(size["subscribers"], size["rate"], size["fan_seconds"],
                                        also_apiserver_scenario=True, settle=size["settle"],

@@ -13,8 +13,8 @@ import platform
 import time
 from pathlib import Path
 
-from bench import (authz, clients, dashboard, fanout, merged, queries, scale, send_cost,
-                   sync_pods, workers)
+from bench import (authz, clients, dashboard, fanout, local_authz, merged, queries, scale,
+                   send_cost, sync_pods, workers)
 
 __all__ = ["render", "targets"]
 
@@ -122,6 +122,17 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
         for (name, conns), ratio in authz.ratios(results["authz"]).items():
             rows.append((f"{name} with --authz kubernetes ≥ 0.9× the req/s of none ({conns} conn)",
                          f"{ratio:.2f}×", ratio >= 0.9))
+    if "local_authz" in results:
+        auto = results["local_authz"]["modes"]["auto"]
+        rows.append((f"access reviews for {results['local_authz']['callers']:,} new callers an "
+                     f"RBAC-only cluster allows: 0", f"{auto['access_reviews']:,.0f}",
+                     auto["access_reviews"] == 0))
+        first = auto["first_p50_ms"] / auto["known_p50_ms"]
+        rows.append(("a new caller's first request ≤ 1.5× a known caller's (p50)",
+                     f"{first:.1f}×", first <= 1.5))
+        rows.append(("a removed binding refused, and an open stream ended, within 1 s",
+                     f"{auto['refused_max_ms']:.0f} / {auto['watch_end_max_ms']:.0f} ms",
+                     max(auto["refused_max_ms"], auto["watch_end_max_ms"]) <= 1000))
     s = results["sync"]
     stripped = s["raw"][0]["stripped_bytes"]
     heap = s["ours-heap"][0]["traced_bytes"] / stripped
@@ -320,6 +331,18 @@ the application alone, in-process: the same request handed straight to the
 ASGI app thousands of times in each mode, medians of alternating rounds.
 """
 
+_LOCAL_AUTHZ = """\
+## Authorization from the cluster's RBAC, followed
+
+`bench/local_authz.py` (alone: `python -m bench.local_authz`). Two gateways over the same
+API server, plain HTTP, `--authz kubernetes`: one follows the cluster's RBAC and decides
+from it (`--authz-local-rbac auto`, the default), one reviews every new access
+(`--authz-local-rbac false`, what every gateway did before). {callers:,} ServiceAccounts,
+allowed through their namespace's group, each list the namespace's Pods twice: the first
+request of a new caller, then a known one's. The revocations: a RoleBinding of a caller
+with an open watch deleted, then the caller's requests every 5 ms until one is refused.
+"""
+
 _SYNC = """\
 ## Initial sync of {pods:,} Pods
 
@@ -479,6 +502,9 @@ def render(results: dict) -> str:
         parts.append(_AUTHZ.format(seconds=a["seconds"], rounds=a["rounds"]))
         parts.append(authz.table(a) + "\n")
         parts.append(authz.app_cost_table(a) + "\n")
+    if "local_authz" in results:
+        parts.append(_LOCAL_AUTHZ.format(callers=results["local_authz"]["callers"]))
+        parts.append(local_authz.table(results["local_authz"]) + "\n")
     parts.append(_SYNC.format(pods=size["pods"], rounds=len(results["sync"]["ours"])))
     parts.append(sync_pods.table(results["sync"]) + "\n")
     parts.append(_FANOUT.format(seconds=size["fan_seconds"], settle=size["settle"]))

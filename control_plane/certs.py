@@ -12,7 +12,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-__all__ = ["certificate_authority", "client_certificate", "self_signed_cert"]
+__all__ = ["certificate_authority", "client_certificate", "intermediate_authority",
+           "self_signed_cert"]
 
 
 def self_signed_cert(directory: Path, name: str = "serving") -> tuple[Path, Path]:
@@ -52,6 +53,30 @@ def certificate_authority(directory: Path, name: str = "client-ca") -> tuple[Pat
              "-keyout", str(key), "-out", str(cert), "-subj", f"/CN={name}",
              "-addext", "basicConstraints=critical,CA:TRUE",
              "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    return cert, key
+
+
+def intermediate_authority(directory: Path, parent: tuple[Path, Path],
+                           name: str = "intermediate-ca") -> tuple[Path, Path]:
+    """Write a CA's ``<name>.crt`` and ``<name>.key`` signed by ``parent`` (a CA's cert and
+    key paths) into ``directory``; return their paths.
+
+    Raises:
+        RuntimeError: ``openssl`` failed.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    cert, key, csr = (directory / f"{name}.crt", directory / f"{name}.key",
+                      directory / f"{name}.csr")
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-sha256", "-keyout", str(key),
+             "-out", str(csr), "-subj", f"/CN={name}")
+    extensions = directory / f"{name}.ext"
+    extensions.write_text("basicConstraints=critical,CA:TRUE\n"
+                          "keyUsage=critical,keyCertSign,cRLSign\n")
+    _openssl("x509", "-req", "-in", str(csr), "-CA", str(parent[0]), "-CAkey", str(parent[1]),
+             "-CAcreateserial", "-days", "2", "-sha256", "-extfile", str(extensions),
+             "-out", str(cert))
+    csr.unlink()
+    extensions.unlink()
     return cert, key
 
 

@@ -40,7 +40,7 @@ from informer_core.fields import parse_field_selector
 from informer_core.labels import parse_selector
 from informer_core.listwatch import ListOptions, ListPage, WatchEvent, status_error
 
-__all__ = ["BUILTIN_RESOURCES", "FakeCluster", "ResourceType", "merge_patch"]
+__all__ = ["BUILTIN_RESOURCES", "RBAC_RESOURCES", "FakeCluster", "ResourceType", "merge_patch"]
 
 _ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 _CRD_GROUP = "apiextensions.k8s.io"
@@ -88,6 +88,19 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("apps", "v1", "deployments", "Deployment", True, ("deploy",)),
     ResourceType(_CRD_GROUP, "v1", "customresourcedefinitions", "CustomResourceDefinition",
                  False, ("crd", "crds")),
+)
+
+
+_RBAC_GROUP = "rbac.authorization.k8s.io"
+# Served by a fake that is to hold RBAC (``FakeCluster(BUILTIN_RESOURCES + RBAC_RESOURCES)``).
+RBAC_RESOURCES: tuple[ResourceType, ...] = (
+    ResourceType(_RBAC_GROUP, "v1", "roles", "Role", True, status_subresource=False),
+    ResourceType(_RBAC_GROUP, "v1", "clusterroles", "ClusterRole", False,
+                 status_subresource=False),
+    ResourceType(_RBAC_GROUP, "v1", "rolebindings", "RoleBinding", True,
+                 status_subresource=False),
+    ResourceType(_RBAC_GROUP, "v1", "clusterrolebindings", "ClusterRoleBinding", False,
+                 status_subresource=False),
 )
 
 

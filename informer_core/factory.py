@@ -145,6 +145,18 @@ class SharedInformerFactory:
         self._retired: list[GenericInformer] = []
         self._shutting_down = False
 
+    def sibling(self, *, transform: Callable[[dict], dict] | None = None) -> SharedInformerFactory:
+        """A factory of its own over the same cluster: the same client, discovery, source
+        of lister-watchers and namespace, with none of this one's informers, resync,
+        list tweaks or metadata-only resources (``transform``: its own). For informers
+        that must not share another user's settings or lifetime (client-go's answer is
+        the same: a second factory)."""
+        client = self._api_client if self._lister_watcher_func is not None else self.api_client
+        return SharedInformerFactory(
+            client, namespace=self.namespace, page_size=self._page_size,
+            transform=transform, discovery=self.discovery,
+            lister_watcher_func=self._lister_watcher_func)
+
     @property
     def api_client(self) -> Any:
         """The ``ApiClient``; the default configuration is loaded on first use."""

@@ -78,15 +78,15 @@ def test_package_exports_exactly(package, names):
     ("app.gateway", ["Connector", "Gateway"]),
     ("app.clusters.cluster", ["Cluster", "DEFAULT_CLUSTER", "build_factory",
                               "strip_managed_fields"]),
-    ("app.clusters.config", ["ClusterSpec", "ClustersError", "check_name", "default_of",
-                             "parse_clusters", "read_clusters_file"]),
+    ("app.clusters.config", ["LOCAL_RBAC_MODES", "ClusterSpec", "ClustersError", "check_name",
+                             "default_of", "parse_clusters", "read_clusters_file"]),
     ("app.clusters.connect", ["Connector", "RefusedSecret", "api_client_of", "connect", "kubeconfig_of_secret",
                               "load_default_client", "own_namespace", "refuse_untrusted",
                               "why_not_connected"]),
     ("app.clusters.sources", ["ClusterSet", "ClustersFile", "Said", "ServedClusters"]),
     # the request's notes and what it asks to do, below the wings that write and read them
     ("app.kube.context", ["RequestContext", "context_of"]),
-    ("app.kube.access", ["Access", "narrowed_to"]),
+    ("app.kube.access", ["Access", "Attributes", "narrowed_to"]),
     # the hub's three rooms; the hub still names the other two's
     ("app.cache.event", ["Event", "RecentCopies", "frames", "parse_rv"]),
     ("app.cache.subscriber", ["SubscribedHub", "Subscriber"]),

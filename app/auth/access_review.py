@@ -6,10 +6,22 @@ the API server itself would use, so the cluster's RBAC (or whatever authorizer i
 runs) answers exactly as it would for a direct request, and a denial is worded as
 the API server words it.
 
-Answers are kept in a ``DecisionCache`` with kube-apiserver's own webhook
-defaults: allowed accesses 5 minutes, denied ones 30 seconds. A kept answer costs a
-dictionary lookup (``cached_check``, no coroutine); a miss costs a round trip on a
-worker thread, shared with every concurrent identical question. One
+Where the cluster's RBAC is held here and may decide (``rbac``: followed by the
+cluster's own informers, ``app.clusters.local_rbac``), it is read first, as the API
+server reads it: an allow found there is the answer, with no review, and holds until
+RBAC changes (``epoch``). Only what RBAC does not allow is asked — another authorizer
+of the cluster (Node, a webhook) may allow it — and that answer is kept for the deny TTL
+at most, an allow only until RBAC changes too: it may have been the API server's RBAC
+allowing what this copy had not yet seen, which a later change here may take back. A
+denial is not dropped on a change: RBAC is read before any kept answer, so an allow that
+RBAC gains is seen at once, and a partition made of many denials is not asked again
+after every change of RBAC.
+
+Elsewhere (no RBAC held, not yet synced, fallen behind) answers are kept in a
+``DecisionCache`` with kube-apiserver's own webhook defaults: allowed accesses 5
+minutes, denied ones 30 seconds. A kept answer costs a dictionary lookup
+(``cached_check``, no coroutine); a miss costs a round trip on a worker thread,
+shared with every concurrent identical question. One
 ``AccessReviews`` per cluster: a decision of one cluster says nothing of another,
 and each cluster may know the caller by prefixed names (``userPrefix``,
 ``groupPrefix`` of the clusters file), as an API server configured with OIDC
@@ -21,42 +33,20 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from app.auth.decisions import DecisionCache
 from app.auth.identity import Impersonation, UserInfo
+from app.auth.rbac import RBAC
 from app.auth.reviews import ReviewError, Reviewer
 from app.bridge import run_blocking
+from app.kube.access import Attributes
 from app.kube.status import StatusError, forbidden
 
 __all__ = ["AccessReviews", "Attributes", "forbidden_message"]
 
 _SA_PREFIX = "system:serviceaccount:"
 _AUTHN_GROUP = "authentication.k8s.io"
-
-
-class Attributes(NamedTuple):
-    """What a ``SubjectAccessReview`` asks about: a resource access or a non-resource path."""
-
-    verb: str
-    resource: str = ""
-    group: str = ""
-    version: str = ""
-    namespace: str = ""
-    name: str = ""
-    subresource: str = ""
-    path: str = ""  # set for a non-resource request (``/metrics``, ``/apis``)
-
-    def review_spec(self) -> dict:
-        if self.path:
-            return {"nonResourceAttributes": {"path": self.path, "verb": self.verb}}
-        attrs = {"verb": self.verb, "group": self.group, "version": self.version,
-                 "resource": self.resource}
-        for key in ("namespace", "name", "subresource"):
-            value = getattr(self, key)
-            if value:
-                attrs[key] = value
-        return {"resourceAttributes": attrs}
 
 
 def forbidden_message(user: str, attrs: Attributes, reason: str = "") -> str:
@@ -82,31 +72,73 @@ def _denied(user: str, attrs: Attributes, reason: str) -> StatusError:
 
 
 class AccessReviews:
-    """``SubjectAccessReview``s of one cluster, cached and single-flighted."""
+    """One cluster's answers: its RBAC read here where held, else its reviews, cached and
+    single-flighted (see the module)."""
 
     def __init__(self, reviewer: Reviewer, allow_ttl: float = 300.0, deny_ttl: float = 30.0,
                  max_entries: int = 10_000, clock: Callable[[], float] = time.monotonic,
-                 user_prefix: str = "", group_prefix: str = "") -> None:
+                 user_prefix: str = "", group_prefix: str = "",
+                 rbac: RBAC | None = None) -> None:
         self.reviewer = reviewer
         # the cluster's names for the caller: prepended to the user and groups in its reviews
         self.user_prefix = user_prefix
         self.group_prefix = group_prefix
         self.allow_ttl = allow_ttl
         self.deny_ttl = deny_ttl
-        self.accesses: DecisionCache[tuple[bool, str]] = DecisionCache(max_entries, clock)
+        self.rbac = rbac  # the cluster's RBAC, when followed here (it decides once synced)
+        # (allowed, reason, epoch asked in) by (user, attributes): see ``_kept``
+        self.accesses: DecisionCache[tuple[bool, str, int]] = DecisionCache(max_entries, clock)
         self.failures = 0  # reviews the API server could not answer (kcg_reviews_failed_total)
+        self.sent = 0  # reviews sent (kcg_access_reviews_total)
+        self.local_allows = 0  # accesses RBAC allowed here, with no review
+
+    @property
+    def epoch(self) -> int:
+        """What decisions rest on: RBAC's generation while it decides here (any change of
+        it, or its stopping to decide, is a new epoch); 0 while reviews alone decide."""
+        rbac = self.rbac
+        return rbac.generation if rbac is not None and rbac.deciding else 0
+
+    def _kept(self, user: UserInfo, attrs: Attributes) -> tuple[float, tuple[bool, str, int]] | None:
+        """The kept answer for ``user`` and ``attrs`` that still holds: an allow asked in
+        another epoch of RBAC is dropped (see the module)."""
+        key = (user, attrs)
+        found = self.accesses.peek(key)
+        if found is not None and found[1][0] and found[1][2] != self.epoch:
+            self.accesses.drop(key)
+            return None
+        return found
+
+    def rbac_allows(self, user: UserInfo, attrs: Attributes) -> bool:
+        """Whether the cluster's RBAC, held here and deciding, allows ``attrs`` (no review)."""
+        rbac = self.rbac
+        if rbac is None or not rbac.deciding:
+            return False
+        name, groups = user.names_in(self.user_prefix, self.group_prefix)
+        return rbac.allows(name, groups, attrs) is not None
+
+    def would_ask(self, user: UserInfo, attrs: Attributes) -> bool:
+        """Whether deciding ``attrs`` for ``user`` now would send a review (what the budget
+        of reviews counts): RBAC here does not allow it, and no answer is kept or coming."""
+        if self.rbac_allows(user, attrs):
+            return False
+        return self._kept(user, attrs) is None and not self.accesses.computing((user, attrs))
 
     def cached_check(self, user: UserInfo, attrs: Attributes) -> float | None:
-        """``check`` from the cache alone: until when allowed, ``None`` on a miss.
+        """``check`` without a review: until when allowed (``inf``: until RBAC changes),
+        ``None`` when a review is due.
 
         Raises:
             StatusError: 403 for a kept denial.
         """
-        found = self.accesses.peek((user, attrs))
+        if self.rbac_allows(user, attrs):
+            self.local_allows += 1
+            return math.inf
+        found = self._kept(user, attrs)
         if found is None:
             return None
         self.accesses.hits += 1
-        allowed, reason = found[1]
+        allowed, reason, _ = found[1]
         if not allowed:
             raise _denied(self.user_prefix + user.name, attrs, reason)
         return found[0]
@@ -117,11 +149,27 @@ class AccessReviews:
         Raises:
             StatusError: 403 when denied; 503 when the API server cannot be asked.
         """
-        expires, (allowed, reason), _ = await self.accesses.get(
-            (user, attrs), lambda: self._review_access(user, attrs))
+        allowed, reason, expires = await self._answer(user, attrs)
         if not allowed:
             raise _denied(self.user_prefix + user.name, attrs, reason)
         return expires
+
+    async def allowed(self, user: UserInfo, attrs: Attributes) -> tuple[bool, float]:
+        """Whether ``attrs`` is allowed for ``user``, and until when that answer holds (the
+        same as ``check``'s: a value built from several answers lives no longer than the
+        first of them to expire)."""
+        allowed, _, expires = await self._answer(user, attrs)
+        return allowed, expires
+
+    async def _answer(self, user: UserInfo, attrs: Attributes) -> tuple[bool, str, float]:
+        if self.rbac_allows(user, attrs):
+            self.local_allows += 1
+            return True, "", math.inf
+        epoch = self.epoch
+        self._kept(user, attrs)  # an allow of another epoch is not to be read
+        expires, (allowed, reason, _), _ = await self.accesses.get(
+            (user, attrs), lambda: self._review_access(user, attrs, epoch))
+        return allowed, reason, expires
 
     async def impersonation(self, caller: UserInfo, imp: Impersonation) -> float:
         """Allow ``caller`` to act as what ``imp`` asks in this cluster (until when), or 403.
@@ -155,15 +203,11 @@ class AccessReviews:
             until = min(until, await self.check(caller, attrs))
         return until
 
-    async def allowed(self, user: UserInfo, attrs: Attributes) -> bool:
-        """Whether ``attrs`` is allowed for ``user`` (the same cached review as ``check``)."""
-        _, (allowed, _), _ = await self.accesses.get(
-            (user, attrs), lambda: self._review_access(user, attrs))
-        return allowed
-
-    async def _review_access(self, user: UserInfo, attrs: Attributes) -> tuple[tuple[bool, str], float]:
+    async def _review_access(self, user: UserInfo, attrs: Attributes,
+                             epoch: int) -> tuple[tuple[bool, str, int], float]:
         spec: dict[str, Any] = {**attrs.review_spec(),
                                 **user.review_spec(self.user_prefix, self.group_prefix)}
+        self.sent += 1
         try:
             status = await run_blocking(self.reviewer.review_access, spec)
         except ReviewError:
@@ -171,4 +215,6 @@ class AccessReviews:
             raise
         allowed = bool(status.get("allowed")) and not status.get("denied")
         reason = str(status.get("reason") or "") if not allowed else ""
-        return (allowed, reason), self.allow_ttl if allowed else self.deny_ttl
+        if epoch:  # asked beside RBAC: the deny TTL at most (an allow: until RBAC changes too)
+            return (allowed, reason, epoch), min(self.deny_ttl, self.allow_ttl)
+        return (allowed, reason, epoch), self.allow_ttl if allowed else self.deny_ttl

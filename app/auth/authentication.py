@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import math
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -35,8 +34,8 @@ from typing import NamedTuple, Protocol
 import orjson
 
 from app.auth.decisions import DecisionCache
-from app.auth.identity import (Credentials, Impersonation, UserInfo, bearer_token,
-                               impersonated_user)
+from app.auth.identity import (Credentials, Impersonation, PeerCertificate, UserInfo,
+                               bearer_token, impersonated_user)
 from app.auth.review_budget import ReviewBudget
 from app.auth.reviews import ReviewError, Reviewer
 from app.bridge import run_blocking
@@ -111,11 +110,15 @@ class Authenticator(Protocol):
         """
 
 
-def certified(user: UserInfo) -> Identity:
+def certified(peer: PeerCertificate) -> Identity | None:
     """The identity of a caller whose connection's client certificate was verified (against
-    the identity cluster's client CAs, at the handshake: ``app.auth.client_certs``); it holds
-    as long as the connection (the handshake checked the certificate's validity)."""
-    return Identity(user, None, math.inf)
+    the identity cluster's client CAs, at the handshake: ``app.auth.client_certs``), until the
+    certificate expires; ``None`` once it has, or the CAs changed since (the request goes
+    on to its bearer token, as the API server's authenticators go on after x509)."""
+    now = time.time()
+    if not peer.current(now):
+        return None
+    return Identity(peer.user, None, time.monotonic() + (peer.not_after - now))
 
 
 class NoIdentityCluster:
@@ -171,6 +174,7 @@ class TokenReviewAuthenticator:
         self.rejected: DecisionCache[None] = DecisionCache(max_entries, clock)
         self.budget = budget or ReviewBudget()
         self.failures = 0  # reviews the API server could not answer (kcg_reviews_failed_total)
+        self.sent = 0  # token reviews sent (kcg_token_reviews_total)
 
     def _token_key(self, token: bytes) -> bytes:
         # salted SHA-256 (hardware-accelerated: under a microsecond for a 1 KB JWT) of the
@@ -209,8 +213,11 @@ class TokenReviewAuthenticator:
             StatusError: 401 for no token, or one whose rejection is kept.
         """
         if credentials.certificate is not None:  # first, as the API server's x509 before tokens
-            return None if credentials.impersonation is not None else certified(
-                credentials.certificate)
+            if credentials.impersonation is not None:
+                return None
+            identity = certified(credentials.certificate)
+            if identity is not None:
+                return identity
         token = credentials.token
         if token is None:
             raise unauthorized()
@@ -233,9 +240,10 @@ class TokenReviewAuthenticator:
             StatusError: 401 for a missing or rejected token; 503 (``ReviewError``)
                 when the API server cannot be asked.
         """
+        identity = None
         if credentials.certificate is not None:
             identity = certified(credentials.certificate)
-        else:
+        if identity is None:
             identity = await self._token_identity(credentials)
         if credentials.impersonation is None:
             return identity
@@ -265,6 +273,7 @@ class TokenReviewAuthenticator:
         The identity is kept whole, so a request of a known token is given it, not a new one;
         it says it holds until its entry ends (the entry's own time, read a moment later,
         is no earlier)."""
+        self.sent += 1
         try:
             status = await run_blocking(self.reviewer.review_token, token, self.audiences,
                                         limiter=self.budget.limiter)

@@ -8,22 +8,24 @@
    impersonating someone — 401 before anything else, as the API server answers;
 2. for a resource path, the ``ResourcePolicy`` (allow and deny lists;
    ``secrets`` denied by default), then the caller's own rights for the
-   ``Access`` (``authorize``: ``SubjectAccessReview``s in the cluster that holds
-   the data, ``app.auth.access_review``), before any informer is touched, so a denied
+   ``Access`` (``authorize``: the RBAC of the cluster that holds the data, read
+   here, then — where it allows nothing — that cluster's ``SubjectAccessReview``s,
+   ``app.auth.access_review``), before any informer is touched, so a denied
    resource never gets one; for any other path but the open probes, ``get``
    on the path (``authorize_path``: discovery, ``/version``, ``/metrics``);
-3. for a stream, again whenever the decision it was opened with expires
-   (``reauthorize``).
+3. for a stream, again whenever the decision it was opened with expires or the
+   cluster's RBAC changes (``reauthorize``).
 
 With ``--namespace-partitioned-lists``, a cluster-wide list or watch that the
 caller may not make is not refused at once: the caller's partition — the
-namespaces in which they may make it, each decided by its own review, never
-by reading RoleBindings here — is served instead (403 if there is none). The
-partition is kept per user and access while the set of namespaces is the
-same; a stream whose partition changes ends with 410, so its client lists
-again and gets the new one.
+namespaces in which they may make it, each decided as its own access — is
+served instead (403 if there is none). The partition is kept per user and
+access while the set of namespaces and the RBAC are the same, and no longer than
+the first answer it was built from; a stream whose partition changes ends with
+410, so its client lists again and gets the new one.
 
-Every allowed access is a ``Grant`` that says until when it holds. What was
+Every allowed access is a ``Grant`` that says until when it holds, and on which
+epoch of the cluster's RBAC (``AccessReviews.epoch``) it rests. What was
 decided is left in the request's context (``app.kube.context``) for the access log.
 
 Discovery is not authorization: discovery documents list denied resources too,
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
@@ -59,6 +62,7 @@ class Grant(NamedTuple):
     credentials: Credentials | None = None
     expires: float = math.inf  # monotonic; a stream re-checks at this time
     namespaces: frozenset[str] | None = None  # a partition: only these namespaces' objects
+    epoch: int = 0  # the cluster's RBAC it rests on (``AccessReviews.epoch``): another, re-check
 
 
 def attributes(access: Access) -> Attributes:
@@ -103,16 +107,26 @@ class Authorization:
         self.authenticator = authenticator
         self.access = access
         self._namespaces = namespaces  # set: cluster-wide lists are partitioned
+        size, clock = (access.accesses.max_entries, access.accesses.clock) if access else (1, None)
+        # the partitions by (user, access, namespaces' version, epoch): see ``_partition``
         self.partitions: DecisionCache[frozenset[str]] = DecisionCache(
-            access.accesses.max_entries if access else 1)
+            size, clock or time.monotonic)
         # Grants of gets and lists by (identity, what they ask): see ``granted``.
-        self.grants: DecisionCache[Grant] = DecisionCache(
-            access.accesses.max_entries, access.accesses.clock) if access else DecisionCache(1)
+        self.grants: DecisionCache[Grant] = DecisionCache(size, clock or time.monotonic)
         # Reviews callers may cause: a caller with no rights listing every resource of a
         # cluster of 2,000 namespaces cluster-wide would make one per namespace and resource
         # every half minute (100k); a merged read, one per cluster. Per user and in total,
         # bursts then a steady rate; the gateway's, shared by every cluster.
         self.budget = budget if budget is not None else AccessBudget()
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the cluster's RBAC now: a grant of another is checked again."""
+        return self.access.epoch if self.access is not None else 0
+
+    def current(self, grant: Grant) -> bool:
+        """Whether ``grant`` still rests on the RBAC held now (expiry aside)."""
+        return self.access is None or grant.epoch == self.access.epoch
 
     @property
     def authenticates(self) -> bool:
@@ -191,7 +205,7 @@ class Authorization:
             key = (identity, access.verb, res.group, res.version, res.resource,
                    access.namespace, access.name)
             kept = self.grants.peek(key)
-            if kept is not None:
+            if kept is not None and kept[1].epoch == reviews.epoch:
                 return kept[1]
             grant = self._kept_grant(reviews, identity, scope, access)
             if grant is not None:
@@ -204,6 +218,7 @@ class Authorization:
 
     def _kept_grant(self, reviews: AccessReviews, identity: Identity, scope: dict,
                     access: Access) -> Grant | None:
+        epoch = reviews.epoch  # read before deciding: a change after it is a re-check
         try:
             until = reviews.cached_check(identity.user, attributes(access))
         except StatusError as denied:  # a kept denial; maybe a partition instead
@@ -212,7 +227,8 @@ class Authorization:
             return None
         if until is None:
             return None
-        return Grant(access, identity, credentials_of(scope), min(until, identity.expires))
+        return Grant(access, identity, credentials_of(scope), min(until, identity.expires),
+                     epoch=epoch)
 
     async def authorize(self, request: Any, access: Access) -> Grant:
         """Allow ``access`` (returning its ``Grant``) or raise a 403 ``StatusError``.
@@ -243,55 +259,61 @@ class Authorization:
 
     async def _decide(self, identity: Identity, credentials: Credentials, access: Access) -> Grant:
         assert self.access is not None
+        epoch = self.access.epoch  # read before deciding: a change after it is a re-check
         lent = await self._impersonating(identity)
         if lent != math.inf:
             identity = identity._replace(expires=min(identity.expires, lent))
         attrs = attributes(access)
-        key = (identity.user, attrs)
-        if self.access.accesses.peek(key) is None and not self.access.accesses.computing(key):
+        if self.access.would_ask(identity.user, attrs):
             self.budget.take(identity.user.name, 1, access.describe())
         try:
             until = await self.access.check(identity.user, attrs)
         except StatusError as denied:
             if not self._partitionable(access, denied):
                 raise
-            until, namespaces = await self._partition(identity, access)
+            until, namespaces = await self._partition(identity, access, epoch)
             if not namespaces:
                 raise
-            return Grant(access, identity, credentials, min(until, identity.expires), namespaces)
-        return Grant(access, identity, credentials, min(until, identity.expires))
+            return Grant(access, identity, credentials, min(until, identity.expires), namespaces,
+                         epoch)
+        return Grant(access, identity, credentials, min(until, identity.expires), epoch=epoch)
 
     def _partitionable(self, access: Access, denied: StatusError) -> bool:
         return (self._namespaces is not None and denied.code == 403
                 and not isinstance(denied, ReviewError) and access.namespace is None
                 and access.resource.namespaced and access.verb in ("list", "watch"))
 
-    async def _partition(self, identity: Identity, access: Access) -> tuple[float, frozenset[str]]:
-        """(until when, the namespaces where the caller may make ``access``)."""
+    async def _partition(self, identity: Identity, access: Access,
+                         epoch: int) -> tuple[float, frozenset[str]]:
+        """(until when, the namespaces where the caller may make ``access``): until the first
+        of the answers it was built from expires, or RBAC changes (``epoch``)."""
         assert self.access is not None and self._namespaces is not None
         reviews = self.access
         version, names = await self._namespaces()
         attrs = attributes(access)
         gate = asyncio.Semaphore(_PARTITION_REVIEWS)
 
-        async def allowed(namespace: str) -> bool:
+        async def allowed(namespace: str) -> tuple[bool, float]:
             async with gate:
                 return await reviews.allowed(identity.user, attrs._replace(namespace=namespace))
 
         async def compute() -> tuple[frozenset[str], float]:
             # one review per namespace not decided lately: a set for the caller, and for all
-            cost = sum(1 for ns in names if reviews.accesses.peek(
-                (identity.user, attrs._replace(namespace=ns))) is None)
+            cost = sum(1 for ns in names
+                       if reviews.would_ask(identity.user, attrs._replace(namespace=ns)))
             if cost:
                 self.budget.take(identity.user.name, cost,
                                  f"finding the namespaces in which {access.describe()} is "
                                  f"allowed (or ask for one namespace)")
             answers = await asyncio.gather(*(allowed(ns) for ns in names))
-            # the shorter time to live: a denial in the set may turn into an allowance
-            return (frozenset(ns for ns, ok in zip(names, answers) if ok),
-                    min(reviews.allow_ttl, reviews.deny_ttl))
+            # it lives no longer than the first answer in it to expire (a denial may turn
+            # into an allowance, an allowance be revoked): never the set's own TTL from now
+            until = min((expires for _, expires in answers), default=math.inf)
+            return (frozenset(ns for ns, (ok, _) in zip(names, answers) if ok),
+                    until - self.partitions.clock())
 
-        expires, namespaces, _ = await self.partitions.get((identity.user, attrs, version), compute)
+        key = (identity.user, attrs, version, epoch)
+        expires, namespaces, _ = await self.partitions.get(key, compute)
         return expires, namespaces
 
     async def authorize_path(self, scope: dict, path: str) -> None:

@@ -21,12 +21,15 @@ Python's ``ssl`` checks a certificate only during the handshake, against the con
 store. So the serving context asks for a certificate and its ``sni_callback`` — called on
 every ClientHello, with a server name or without — moves each handshake onto the context of
 the current CAs (``ssl.SSLObject.context``: its store is what the certificate is checked
-against). A certificate that does not verify there (another CA, expired) finishes the
-handshake marked as such (``app.auth.handshake``) and names nobody: the request goes on to
-its bearer token, and without one it is 401, as the API server answers. The HTTP protocol
-reads the verified subject from the connection's TLS object once (``app.http.limits``) and
-puts the user in each request's scope (``PEER_USER``). A certificate without a common name
-names nobody too.
+against; an intermediate CA there is a trust anchor, as Go's roots pool makes it). A
+certificate that does not verify there (another CA, expired) finishes the handshake marked
+as such (``app.auth.handshake``) and names nobody: the request goes on to its bearer token,
+and without one it is 401, as the API server answers. The HTTP protocol reads the verified
+certificate from the connection's TLS object once (``app.http.limits``: ``peer_of``) and puts
+it in the scope of each request (``PEER_USER``) while it is current: not expired, and
+verified by the CAs trusted now — a connection kept alive past either is 401 on its next
+request, and an open stream ends at the certificate's expiry. A certificate without a common
+name names nobody too.
 """
 
 from __future__ import annotations
@@ -38,11 +41,11 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-from app.auth.handshake import accept_unverified
-from app.auth.identity import PEER_USER, UserInfo
+from app.auth.handshake import accept_unverified, verified
+from app.auth.identity import PEER_USER, PeerCertificate, UserInfo
 from app.bridge import run_blocking
 
-__all__ = ["PEER_USER", "REFRESH", "ClientCAs", "configured", "user_of"]
+__all__ = ["PEER_USER", "REFRESH", "ClientCAs", "configured", "peer_of", "user_of"]
 
 log = logging.getLogger(__name__)
 
@@ -53,15 +56,16 @@ _AUTHENTICATED = "system:authenticated"
 
 def user_of(peercert: dict | None) -> UserInfo | None:
     """The user a verified certificate stands for, as the API server reads it: the subject's
-    common name, each organization a group, and ``system:authenticated``; ``None`` without a
-    certificate or a common name (the API server's 401 too)."""
+    common name (the last, if it has several: Go's ``pkix.Name`` keeps the last), each
+    organization a group, and ``system:authenticated``; ``None`` without a certificate or a
+    common name (the API server's 401 too)."""
     if not peercert:
         return None
     name = ""
     groups: list[str] = []
     for rdn in peercert.get("subject", ()):
         for key, value in rdn:
-            if key == "commonName" and not name:
+            if key == "commonName":
                 name = value
             elif key == "organizationName":
                 groups.append(value)
@@ -70,6 +74,23 @@ def user_of(peercert: dict | None) -> UserInfo | None:
     if _AUTHENTICATED not in groups:
         groups.append(_AUTHENTICATED)
     return UserInfo(name, "", tuple(groups))
+
+
+def peer_of(tls: Any, cas: ClientCAs | None) -> PeerCertificate | None:
+    """The verified client certificate of a connection's TLS object (``ssl.SSLObject``), with
+    what it rests on, to be checked on each request; ``None`` without one, or without the
+    ``cas`` that checked it."""
+    if tls is None or cas is None or not verified(tls):
+        return None
+    certificate = tls.getpeercert()
+    user = user_of(certificate)
+    if user is None:
+        return None
+    try:
+        not_after = ssl.cert_time_to_seconds(certificate["notAfter"])
+    except (KeyError, ValueError):
+        return None
+    return PeerCertificate(user, not_after, tls.context, cas.trusts)
 
 
 class ClientCAs:
@@ -89,15 +110,25 @@ class ClientCAs:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self._cert_file, self._key_file)
         self._accept_unverified(context)
+        # a CA file holding an intermediate without its root trusts that intermediate, as Go
+        # does (the API server's --client-ca-file): OpenSSL would otherwise refuse everyone
+        context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
         if pem:
             context.load_verify_locations(cadata=pem)
         return context
 
+    def trusts(self, context: Any) -> bool:
+        """Whether a handshake checked against ``context`` was checked against the CAs
+        trusted now (every change of them makes a new context)."""
+        return context is self._context
+
     def install(self, serving: ssl.SSLContext) -> None:
         """Make ``serving`` (the server's context) ask for a client certificate and check it
         against the CAs current at each handshake."""
-        # each connection's verify mode and callback are copied from the context it starts on
+        # each connection's verify mode and callback are copied from the context it starts on,
+        # and its verification flags too (moved onto another context, it keeps its own)
         self._accept_unverified(serving)
+        serving.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
 
         def onto_current(connection: Any, server_name: str | None, _: ssl.SSLContext) -> None:
             connection.context = self._context  # its trust store checks the certificate

@@ -99,6 +99,10 @@ class DecisionCache(Generic[V]):
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
 
+    def drop(self, key: Hashable) -> None:
+        """Forget ``key``'s value (it no longer holds, for a reason its expiry does not know)."""
+        self._entries.pop(key, None)
+
     def clear(self) -> None:
         self._entries.clear()
 

@@ -16,12 +16,19 @@ serve: it lets the handshake finish and marks the connection's TLS object as unv
 (``app.http.limits``). OpenSSL's verification itself is untouched — the same trust store, the
 same chain, dates and purposes.
 
-It fails closed. The context's OpenSSL pointer is read where CPython keeps it (the first
-field after the object header, in every CPython 3 release) and checked against the verify
-mode Python reports before anything is set; the connection is found from the failing chain
-through the TLS object's application data, where CPython's ``_ssl`` keeps it. When either is
-not where it should be, the callback returns OpenSSL's own verdict (the handshake ends, as
-without it) — never a certificate taken as verified.
+It fails closed. The hook is installed only on the CPython and OpenSSL releases it is tested
+on (``_KNOWN``): a later layout leaves it off — a certificate that does not verify then ends
+the handshake, as without it — rather than reading memory it does not know. The context's
+OpenSSL pointer is read where those releases keep it (the first field after the object
+header) and checked against two fields Python reports before anything is set (the verify
+mode and the options); the connection is found from the failing chain through the TLS
+object's application data, where CPython's ``_ssl`` keeps it. When either is not where it
+should be, the callback returns OpenSSL's own verdict (the handshake ends) — never a
+certificate taken as verified.
+
+Renegotiation is refused (``OP_NO_RENEGOTIATION``), as Go's server refuses it: a client could
+otherwise present another certificate in the middle of a connection whose caller was read
+at its start.
 
 No session is resumed. A resumed handshake checks no certificate and calls no callback, yet
 the connection carries the certificate of the session it resumes: a certificate marked
@@ -44,6 +51,10 @@ __all__ = ["accept_unverified", "verified"]
 
 log = logging.getLogger(__name__)
 
+# The releases whose layouts the hook is tested on: CPython's PySSLContext, OpenSSL's API.
+_KNOWN = sys.implementation.name == "cpython" and sys.version_info[:2] in (
+    (3, 11), (3, 12), (3, 13)) and ssl.OPENSSL_VERSION_INFO[0] == 3
+
 _SSL_VERIFY_PEER = 0x01
 _SSL_CTRL_SET_SESS_CACHE_MODE, _SSL_SESS_CACHE_OFF = 44, 0
 
@@ -54,13 +65,14 @@ _VerifyCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
 
 
 def _bind() -> tuple[Any, int] | None:
-    if sys.implementation.name != "cpython":
+    if not _KNOWN:
         return None
     try:
         lib = ctypes.CDLL(_ssl.__file__)  # its symbols and OpenSSL's, linked or built in
         for name, args, result in (
                 ("SSL_CTX_set_verify", [ctypes.c_void_p, ctypes.c_int, _VerifyCallback], None),
                 ("SSL_CTX_get_verify_mode", [ctypes.c_void_p], ctypes.c_int),
+                ("SSL_CTX_get_options", [ctypes.c_void_p], ctypes.c_uint64),
                 ("SSL_get_ex_data_X509_STORE_CTX_idx", [], ctypes.c_int),
                 ("X509_STORE_CTX_get_ex_data", [ctypes.c_void_p, ctypes.c_int], ctypes.c_void_p),
                 ("SSL_get_ex_data", [ctypes.c_void_p, ctypes.c_int], ctypes.c_void_p),
@@ -107,13 +119,15 @@ def accept_unverified(context: ssl.SSLContext) -> bool:
     that does not verify ends the handshake), where this Python cannot."""
     context.verify_mode = ssl.CERT_OPTIONAL
     context.options |= ssl.OP_NO_TICKET  # no session to resume (see the module)
+    context.options |= ssl.OP_NO_RENEGOTIATION  # no second certificate (see the module)
     context.num_tickets = 0
     if _BOUND is None:
         return False
     lib, _ = _BOUND
     pointer = _pointer(context)
-    if not pointer or lib.SSL_CTX_get_verify_mode(pointer) != _SSL_VERIFY_PEER:
-        return False
+    if not pointer or lib.SSL_CTX_get_verify_mode(pointer) != _SSL_VERIFY_PEER or \
+            lib.SSL_CTX_get_options(pointer) != int(context.options):
+        return False  # not the SSL_CTX this context holds: leave it alone
     lib.SSL_CTX_ctrl(pointer, _SSL_CTRL_SET_SESS_CACHE_MODE, _SSL_SESS_CACHE_OFF, None)
     lib.SSL_CTX_set_verify(pointer, _SSL_VERIFY_PEER, _on_verify)
     return True

@@ -18,17 +18,21 @@ case; and every impersonated user but ``system:anonymous`` is in
 
 from __future__ import annotations
 
+import time
 import urllib.parse
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from app.kube.status import bad_request
 
-__all__ = ["ANONYMOUS", "PEER_USER", "Credentials", "Impersonation", "UserInfo", "bearer_token",
+__all__ = ["ANONYMOUS", "PEER_USER", "Credentials", "Impersonation", "PeerCertificate", "UserInfo",
+           "bearer_token",
            "credentials_from_scope", "impersonated_user"]
 
 _SA_PREFIX = "system:serviceaccount:"
-# the scope extension holding the user of the connection's verified client certificate
-# (set by the HTTP protocol: app.auth.client_certs)
+# the scope extension holding the connection's verified client certificate (its
+# ``PeerCertificate``), set by the HTTP protocol on each request while it is current
+# (app.auth.client_certs)
 PEER_USER = "kcg.peer_user"
 _AUTHENTICATED = "system:authenticated"
 _UNAUTHENTICATED = "system:unauthenticated"
@@ -56,6 +60,14 @@ class UserInfo(NamedTuple):
                    tuple(sorted((str(k), tuple(str(v) for v in vs or ()))
                                 for k, vs in extra.items())))
 
+    def names_in(self, user_prefix: str = "", group_prefix: str = "") -> tuple[str, tuple[str, ...]]:
+        """(user, groups) as a cluster with these prefixes knows them: what its reviews ask
+        about and what its RBAC is read for (``review_spec``)."""
+        if not user_prefix and not group_prefix:
+            return self.name, self.groups
+        return user_prefix + self.name, tuple(
+            g if not group_prefix or g in _EVERYONE else group_prefix + g for g in self.groups)
+
     def review_spec(self, user_prefix: str = "", group_prefix: str = "") -> dict:
         """The user part of a ``SubjectAccessReview`` spec, the cluster's prefixes applied.
 
@@ -63,8 +75,8 @@ class UserInfo(NamedTuple):
         API server gives them by itself to whoever it has (not) authenticated, so their
         bindings (discovery, ``system:basic-user``) hold in every cluster.
         """
-        spec: dict = {"user": user_prefix + self.name, "groups": [
-            g if not group_prefix or g in _EVERYONE else group_prefix + g for g in self.groups]}
+        name, groups = self.names_in(user_prefix, group_prefix)
+        spec: dict = {"user": name, "groups": list(groups)}
         if self.uid:
             spec["uid"] = self.uid
         if self.extra:
@@ -85,6 +97,22 @@ class Impersonation(NamedTuple):
     extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
+class PeerCertificate(NamedTuple):
+    """The caller of a connection's verified client certificate, and what that rests on: the
+    certificate's ``notAfter`` and the client CAs that verified it. A connection — a watch
+    above all — outlives both, so each request asks again (``current``)."""
+
+    user: UserInfo
+    not_after: float  # seconds since the epoch
+    verified_by: Any  # the client CAs' TLS context of the handshake
+    trusted: Callable[[Any], bool]  # whether those are still the CAs (``ClientCAs.trusts``)
+
+    def current(self, now: float | None = None) -> bool:
+        """Whether the certificate still names its caller: not expired, its CAs unchanged."""
+        return (time.time() if now is None else now) < self.not_after and \
+            self.trusted(self.verified_by)
+
+
 class Credentials(NamedTuple):
     """What a request presents: a bearer token (or none) and maybe an impersonation, from
     a client address (what new tokens are budgeted by: ``app.auth.review_budget``); and the
@@ -94,7 +122,7 @@ class Credentials(NamedTuple):
     token: str | None
     impersonation: Impersonation | None = None
     client: str = ""
-    certificate: UserInfo | None = None
+    certificate: PeerCertificate | None = None
 
 
 def bearer_token(headers: list[tuple[bytes, bytes]]) -> tuple[bytes | None, bool]:

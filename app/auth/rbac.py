@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.auth.access_review import Attributes
+from app.kube.access import Attributes
 
 __all__ = ["MASTERS", "RBAC", "Rule", "rule_allows", "service_account_user"]
 
@@ -153,6 +153,9 @@ class RBAC:
         self._bindings: dict[tuple[str, str, str], _Binding] = {}  # (kind, namespace, name)
         self._by_subject: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
         self.generation = 0  # changes so far
+        # whether what is held may decide: set by what feeds it (synced, and following its
+        # cluster: app.clusters.local_rbac); until then every question is the cluster's
+        self.deciding = False
         self._listeners: list[Callable[[], None]] = []
 
     # -- what the informers say --------------------------------------------------------
@@ -219,6 +222,13 @@ class RBAC:
         self.generation += 1
         for listener in self._listeners:
             listener()
+
+    def decide(self, deciding: bool) -> None:
+        """Let what is held decide, or stop it (not synced, fallen behind its cluster): a
+        change like any other, since decisions kept elsewhere rested on the old state."""
+        if deciding != self.deciding:
+            self.deciding = deciding
+            self._changed()
 
     def changed(self, since: int) -> bool:
         """Whether RBAC changed after ``generation`` was ``since``."""

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 _TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 _ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+_RULES_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
 
 
 class ReviewError(StatusError):
@@ -56,6 +57,13 @@ class ApiReviewer:
 
     def review_access(self, spec: dict) -> dict:
         return self._post(_ACCESS_REVIEWS, "SubjectAccessReview", "authorization.k8s.io/v1", spec)
+
+    def review_rules(self, namespace: str) -> dict:
+        """A ``SelfSubjectRulesReview``'s status for the gateway's own identity: whether the
+        cluster's authorizers can all list their rules (``incomplete``; ``app.clusters.
+        local_rbac``). Any authenticated caller may ask it."""
+        return self._post(_RULES_REVIEWS, "SelfSubjectRulesReview", "authorization.k8s.io/v1",
+                          {"namespace": namespace})
 
     def _post(self, path: str, kind: str, api_version: str, spec: dict) -> dict:
         try:

@@ -199,6 +199,11 @@ class Subscriber:
         self._wakeup.clear()
         self._wakeup.then = then
 
+    def nudge(self) -> None:
+        """Wake the stream with nothing new: something it rests on changed (the cluster's
+        RBAC), and it is to look again."""
+        self._wakeup.set()
+
     @property
     def waiting(self) -> bool:
         """Whether events wait, not yet taken (a bookmark now would pass them by)."""

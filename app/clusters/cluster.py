@@ -16,6 +16,8 @@ authorization shares it.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 from app.auth.access_review import AccessReviews
@@ -25,7 +27,9 @@ from app.auth.policy import ResourcePolicy
 from app.auth.review_budget import AccessBudget
 from app.auth.reviews import ApiReviewer, Reviewer
 from app.cache.metadata_only import covering
+from app.bridge import call_on_loop
 from app.cache.resources import ClusterCache
+from app.clusters.local_rbac import STALE_AFTER, LocalRBAC
 from app.kube.shapes import RequestShapes
 from app.kube.status import StatusError
 from app.query.budget import QueryMemory
@@ -37,6 +41,9 @@ from informer_core.pages import metadata_transform
 __all__ = ["DEFAULT_CLUSTER", "Cluster", "build_factory", "strip_managed_fields"]
 
 DEFAULT_CLUSTER = "default"  # the name of the cluster a gateway of one cluster serves
+# Open streams are woken to check their access again at most this often (seconds) while
+# the cluster's RBAC changes: a burst of changes is one look per stream, not one per change.
+RBAC_SWEEP_EVERY = 0.2
 
 
 @metadata_transform  # it touches only metadata: list pages need not be built as dicts
@@ -68,7 +75,7 @@ class Cluster:
     def __init__(self, name: str, settings: Settings, factory: SharedInformerFactory,
                  reviewer: Reviewer | None = None, default: bool = True,
                  memory: QueryMemory | None = None, user_prefix: str = "",
-                 group_prefix: str = "") -> None:
+                 group_prefix: str = "", local_rbac: str = "") -> None:
         self.name = name
         self.default = default
         self.settings = settings
@@ -77,12 +84,21 @@ class Cluster:
         self.shapes = RequestShapes()  # requests to this cluster already checked
         self.reviewer: Reviewer | None = None
         self.access: AccessReviews | None = None
+        self.local_rbac: LocalRBAC | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sweep_due = False  # streams are to be woken (RBAC changed)
+        self._swept_at = 0.0
         if settings.authz == "kubernetes":
             self.reviewer = reviewer or ApiReviewer(factory.api_client)
+            self.local_rbac = LocalRBAC(
+                name, lambda: factory.sibling(transform=strip_managed_fields),
+                local_rbac or settings.authz_local_rbac,
+                getattr(self.reviewer, "review_rules", None), self.rbac_changed,
+                stale_after=max(STALE_AFTER, settings.authz_cache_ttl))
             self.access = AccessReviews(
                 self.reviewer, allow_ttl=settings.authz_cache_ttl,
                 deny_ttl=settings.authz_deny_cache_ttl, max_entries=settings.authz_cache_size,
-                user_prefix=user_prefix, group_prefix=group_prefix)
+                user_prefix=user_prefix, group_prefix=group_prefix, rbac=self.local_rbac.rbac)
         self.authorization = Authorization(ResourcePolicy(settings.allow, settings.deny))
         self._namespace_resource: Any = None
 
@@ -113,8 +129,33 @@ class Cluster:
         return entry.hub.rv, [o.name for o in entry.hub.view.values()]
 
     async def start(self) -> None:
-        """Begin serving: the caches' reaper and heartbeat, and the pre-warmed loads."""
+        """Begin serving: the caches' reaper and heartbeat, the pre-warmed loads, and the
+        following of the cluster's RBAC (``app.clusters.local_rbac``)."""
+        self._loop = asyncio.get_running_loop()
         await self.caches.start(permits=self.authorization.policy.permits)
+        if self.local_rbac is not None:
+            await self.local_rbac.start()
+
+    def rbac_changed(self) -> None:
+        """The cluster's RBAC changed (from an informer's thread): every open stream of this
+        cluster is woken to check its access again (``app.streams.live``), within
+        ``RBAC_SWEEP_EVERY`` — one look however many changes came meanwhile."""
+        loop = self._loop
+        if loop is None or self._sweep_due:
+            return
+        self._sweep_due = True
+        call_on_loop(loop, self._sweep)
+
+    def _sweep(self) -> None:
+        wait = self._swept_at + RBAC_SWEEP_EVERY - time.monotonic()
+        if wait > 0:
+            asyncio.get_running_loop().call_later(wait, self._sweep)
+            return
+        self._sweep_due = False  # a change from now on is another sweep
+        self._swept_at = time.monotonic()
+        for entry in self.caches.entries().values():
+            for subscriber in list(entry.hub.subscribers):
+                subscriber.nudge()
 
     def begin_shutdown(self) -> None:
         """End every open stream of this cluster now (on the loop)."""
@@ -124,4 +165,6 @@ class Cluster:
     async def stop(self, error: StatusError | None = None) -> None:
         """End every stream (``error`` its last word: the cluster is no longer served), stop
         every informer and join their threads."""
+        if self.local_rbac is not None:
+            await self.local_rbac.stop()
         await self.caches.close(error)

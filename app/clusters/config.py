@@ -8,6 +8,7 @@ clusters:
     default: true              # served at the plain paths too (else the first)
     userPrefix: ""             # prepended to the caller's name in this cluster's reviews
     groupPrefix: ""
+    localRBAC: auto            # decide from its RBAC here: auto (unless a webhook), true, false
   - name: staging
     context: staging
 ```
@@ -28,12 +29,13 @@ from typing import Any
 
 import yaml
 
-__all__ = ["ClusterSpec", "ClustersError", "check_name", "default_of", "parse_clusters",
+__all__ = ["LOCAL_RBAC_MODES", "ClusterSpec", "ClustersError", "check_name", "default_of", "parse_clusters",
            "read_clusters_file"]
 
+LOCAL_RBAC_MODES = ("auto", "true", "false")
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _KEYS = {"name": "name", "kubeconfig": "kubeconfig", "context": "context", "default": "default",
-         "userPrefix": "user_prefix", "groupPrefix": "group_prefix"}
+         "userPrefix": "user_prefix", "groupPrefix": "group_prefix", "localRBAC": "local_rbac"}
 
 
 class ClustersError(ValueError):
@@ -54,6 +56,7 @@ class ClusterSpec:
     default: bool = False
     user_prefix: str = ""
     group_prefix: str = ""
+    local_rbac: str = ""  # auto, true, false; "": the gateway's --authz-local-rbac
     server: str = ""
     config: str = ""  # the Secret's ``config`` JSON, as text
     source: str = field(default="", compare=False)  # where it was said, for messages
@@ -112,6 +115,12 @@ def parse_clusters(text: str, source: str, base: Path | None = None) -> list[Clu
             wanted = bool if key == "default" else str
             if value is None and key != "name":
                 continue
+            if key == "localRBAC":
+                if isinstance(value, bool):
+                    value = "true" if value else "false"
+                if value not in LOCAL_RBAC_MODES:
+                    raise ClustersError(f"{where(value_node)}: localRBAC must be auto, true or "
+                                        f"false")
             if not isinstance(value, wanted):
                 raise ClustersError(f"{where(value_node)}: {key} must be "
                                     f"{'true or false' if wanted is bool else 'a string'}")

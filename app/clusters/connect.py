@@ -180,7 +180,7 @@ def connect(spec: ClusterSpec, settings: Settings, memory: QueryMemory, default:
     client = api_client if api_client is not None or seams else api_client_of(spec, settings)
     return Cluster(spec.name, settings, build_factory(settings, client, **seams), reviewer,
                    default=default, memory=memory, user_prefix=spec.user_prefix,
-                   group_prefix=spec.group_prefix)
+                   group_prefix=spec.group_prefix, local_rbac=spec.local_rbac)
 
 
 def load_default_client(settings: Settings) -> Any | None:

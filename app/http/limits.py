@@ -38,8 +38,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from app.auth.client_certs import PEER_USER, user_of
-from app.auth.handshake import verified
+from app.auth.client_certs import PEER_USER, peer_of
 from app.kube.envelope import HeadWithBody
 from app.streams.wire import CYCLE_KEY, LOST_KEY
 
@@ -154,6 +153,7 @@ class GuardedProtocol(HttpToolsProtocol):
                  "_last_request", "_head_since")
 
     max_header_bytes = 1 << 20
+    client_cas: Any = None  # the server's ClientCAs (app.auth.client_certs), when it asks
     user_timeout_ms = 30_000
     head_timeout = 30.0
     max_connections = 12_000
@@ -166,11 +166,10 @@ class GuardedProtocol(HttpToolsProtocol):
                 sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, self.user_timeout_ms)
         super().connection_made(transport)
-        # the user of a verified client certificate (app.auth.client_certs): read once, from
-        # the connection's TLS object (uvicorn does not pass it on), given to each request
-        tls = transport.get_extra_info("ssl_object")
-        self._peer_user = user_of(tls.getpeercert()) if tls is not None and verified(tls) \
-            else None
+        # a verified client certificate (app.auth.client_certs): read once, from the
+        # connection's TLS object (uvicorn does not pass it on), given to each request while
+        # it is current (not expired, its CAs still trusted)
+        self._peer_user = peer_of(transport.get_extra_info("ssl_object"), self.client_cas)
         self._in_head, self._head_bytes, self._charged = True, 0, 0
         self._refused = False
         self._last_request = False  # the server is stopping: answer what comes, then close
@@ -217,8 +216,9 @@ class GuardedProtocol(HttpToolsProtocol):
             # every request's scope and cycle to the garbage collector
             extensions = self.scope.setdefault("extensions", {})
             extensions[CYCLE_KEY] = weakref.ref(cycle)
-            if self._peer_user is not None:
-                extensions[PEER_USER] = self._peer_user
+            peer = self._peer_user
+            if peer is not None and peer.current():
+                extensions[PEER_USER] = peer
         if self._last_request and cycle is not None:
             cycle.keep_alive = False  # shutting down: answered, then closed
 

@@ -123,14 +123,29 @@ class _CacheCollector(Collector):
         failed = CounterMetricFamily("kcg_reviews_failed", "Token and access reviews the API "
                                      "server could not answer (callers got 503)",
                                      labels=["cluster", "review"])
+        sent = CounterMetricFamily("kcg_access_reviews", "SubjectAccessReviews sent to the "
+                                   "cluster (the accesses its RBAC, read here, did not allow)",
+                                   labels=["cluster"])
+        local = CounterMetricFamily("kcg_rbac_local_allows", "Accesses allowed by the "
+                                    "cluster's RBAC read here, with no review", labels=["cluster"])
+        deciding = GaugeMetricFamily("kcg_rbac_deciding", "1 while the cluster's RBAC, followed "
+                                     "here, decides (synced and following)", labels=["cluster"])
         for cluster_name, cluster in list(self._clusters().items()):
             up.add_metric((cluster_name,), 1.0 if cluster.caches.api_server_answers() else 0.0)
             if cluster.access is not None:
                 failed.add_metric((cluster_name, "access"), cluster.access.failures)
+                sent.add_metric((cluster_name,), cluster.access.sent)
+                local.add_metric((cluster_name,), cluster.access.local_allows)
+                rbac = cluster.access.rbac
+                deciding.add_metric((cluster_name,), 1.0 if rbac and rbac.deciding else 0.0)
+        tokens = CounterMetricFamily("kcg_token_reviews", "TokenReviews sent to the identity "
+                                     "cluster", labels=["cluster"])
         identity, authenticator = self._identity()
         if authenticator is not None:
             failed.add_metric((identity, "token"), getattr(authenticator, "failures", 0))
-        yield from (objects, synced, relists, restarts, events, age, subscribers, up, failed)
+            tokens.add_metric((identity,), getattr(authenticator, "sent", 0))
+        yield from (objects, synced, relists, restarts, events, age, subscribers, up, failed,
+                    sent, local, deciding, tokens)
         try:  # scraped on the loop (/metrics is async): its tasks, a leak's first sign
             tasks = len(asyncio.all_tasks())
         except RuntimeError:

@@ -69,6 +69,12 @@ async def readyz(request: Request) -> Response:
         # only the default cluster, and the clusters that answer, count
         counts = cluster.name == gateway.default_name or cache.api_server_answers()
         check(f"cluster-{cluster.name}-synced", cache.prewarm_ready(), counts)
+        rbac = cluster.local_rbac
+        if rbac is not None and rbac.mode != "false":
+            # its RBAC decides once synced; one that cannot sync (the gateway may not watch
+            # RBAC) holds readiness no longer than a pre-warmed cache would: reviews decide
+            check(f"cluster-{cluster.name}-rbac", rbac.settled or rbac.waited(
+                cluster.settings.sync_timeout), counts)
         if cache.credentials_problem is not None:
             check(f"cluster-{cluster.name}-credentials", False,
                   cluster.name == gateway.default_name)

@@ -2,7 +2,8 @@
 
 A request notion, as kube-apiserver's ``RequestInfo`` is: the request's shape
 (``app.kube.shapes``) says it once, and authorization (``app.auth``) decides on it, so it
-sits below both.
+sits below both. ``Attributes`` is the same question as an authorizer reads it (the
+fields of a ``SubjectAccessReview``), asked of RBAC here or of the cluster by a review.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import NamedTuple
 from informer_core.discovery import APIResource
 from informer_core.fields import FieldSelector
 
-__all__ = ["Access", "narrowed_to"]
+__all__ = ["Access", "Attributes", "narrowed_to"]
 
 
 class Access(NamedTuple):
@@ -27,6 +28,30 @@ class Access(NamedTuple):
         what = self.resource.resource + (f".{self.resource.group}" if self.resource.group else "")
         where = f' in the namespace "{self.namespace}"' if self.namespace else ""
         return f"{self.verb} {what}{where}"
+
+
+class Attributes(NamedTuple):
+    """What a ``SubjectAccessReview`` asks about: a resource access or a non-resource path."""
+
+    verb: str
+    resource: str = ""
+    group: str = ""
+    version: str = ""
+    namespace: str = ""
+    name: str = ""
+    subresource: str = ""
+    path: str = ""  # set for a non-resource request (``/metrics``, ``/apis``)
+
+    def review_spec(self) -> dict:
+        if self.path:
+            return {"nonResourceAttributes": {"path": self.path, "verb": self.verb}}
+        attrs = {"verb": self.verb, "group": self.group, "version": self.version,
+                 "resource": self.resource}
+        for key in ("namespace", "name", "subresource"):
+            value = getattr(self, key)
+            if value:
+                attrs[key] = value
+        return {"resourceAttributes": attrs}
 
 
 def narrowed_to(fields: FieldSelector | None) -> str | None:

@@ -47,6 +47,9 @@ def uvicorn_config(app: Any, settings: Any, **overrides: Any) -> Any:
     if client_cas is not None and config.is_ssl:
         config.load()  # makes the TLS context now (serve() would): it must ask for certificates
         client_cas.install(config.ssl)
+        # each request's certificate is checked against the CAs trusted then (a class per server)
+        if isinstance(options["http"], type):
+            options["http"].client_cas = client_cas
     return config
 
 

@@ -107,7 +107,7 @@ class LiveStream:
         try:
             while not closing.is_set() and not subscriber.hung_up:
                 now = time.monotonic()
-                if now >= self._recheck:
+                if self._check_due(now):
                     subscriber.sink = None  # nothing more goes out until access is confirmed
                     try:
                         # the cluster's authorization now, not the stream's first: it
@@ -120,6 +120,10 @@ class LiveStream:
                     self._recheck = max(self._granted.expires, now + RECHECK_AT_MOST_EVERY)
                 waits = [t - now for t in (self._deadline, encoder.next_tick(now), self._recheck)
                          if t is not None and t != math.inf]
+                if not self._cluster.authorization.current(self._granted):
+                    # RBAC changed while the access was being checked: its wake-up came
+                    # before this wait, which would not see it — check again at once
+                    waits.append(0.0)
                 if not subscriber.waiting and not subscriber.overflowed and not subscriber.closed:
                     subscriber.sink = sink  # nothing waits: what comes may go straight out
                     if sink is not None:
@@ -176,10 +180,16 @@ class LiveStream:
 
     def _only_waits(self) -> bool:
         """Nothing to do but wait: no events held, not fallen behind, not ended by the
-        hub, the client or the gateway stopping."""
+        hub, the client or the gateway stopping, the access not to be checked again."""
         subscriber = self.subscriber
         return not (subscriber.waiting or subscriber.overflowed or subscriber.closed or
-                    subscriber.hung_up or self._closing.is_set())
+                    subscriber.hung_up or self._closing.is_set() or
+                    not self._cluster.authorization.current(self._granted))
+
+    def _check_due(self, now: float) -> bool:
+        """Whether the access is to be checked again now: its decision expired, or the
+        cluster's RBAC changed since (``Cluster.rbac_changed`` wakes every stream)."""
+        return now >= self._recheck or not self._cluster.authorization.current(self._granted)
 
     def park(self, connection: Any) -> bool:
         """Wait with no task, events going straight to ``connection``; ``False`` (and not
@@ -261,7 +271,7 @@ class LiveStream:
         """Only a tick is due (a heartbeat, a bookmark), and the socket has room: write it,
         park again; whether it did."""
         connection, now = self._connection, time.monotonic()
-        if not self._only_waits() or now >= self._recheck or \
+        if not self._only_waits() or self._check_due(now) or \
                 (self._deadline is not None and now >= self._deadline) or \
                 not connection.ready():
             return False

@@ -389,7 +389,7 @@ class MergedStream:
         Returns the refusal of a check that came back refused."""
         task = member.checking
         if task is None:
-            if now >= member.recheck:
+            if now >= member.recheck or not member.cluster.authorization.current(member.grant):
                 member.checking = asyncio.get_running_loop().create_task(
                     member.cluster.authorization.reauthorize(member.grant))
                 member.checking.add_done_callback(lambda _t: self.wakeup.set())
@@ -414,7 +414,8 @@ class MergedStream:
                for m in self.members.values()) or (
                 self._attaching is not None and self._attaching.done()):
             return False
-        if any(m.checking is not None and m.checking.done() for m in self.members.values()):
+        if any(m.checking is not None and m.checking.done() or m.checking is None and
+               not m.cluster.authorization.current(m.grant) for m in self.members.values()):
             return False
         times = [deadline, self.fmt.next_tick(now), self._next_try if self._attaching is None
                  else None, *(m.recheck for m in self.members.values() if m.checking is None)]

@@ -91,6 +91,7 @@ def test_a_gateway_that_authorizes_its_callers_may_listen_anywhere(monkeypatch):
 
 @pytest.mark.parametrize("argv, message", [
     (["--authz", "rbac"], "--authz must be none or kubernetes"),
+    (["--authz-local-rbac", "yes"], "--authz-local-rbac must be auto, true or false"),
     (["--authz-cache-ttl", "-1"], "--authz-cache-ttl must not be negative"),
     (["--authz-cache-size", "0"], "--authz-cache-size must be positive"),
     (["--namespace-partitioned-lists"], "needs --authz kubernetes"),

@@ -28,7 +28,8 @@ def test_quick_benchmark_run_writes_the_report(tmp_path, local_cluster):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = out.read_text()
     for heading in ("## Targets", "## Queries", "### Where the gateway's time goes",
-                    "## Authorization's cost", "## Initial sync", "## Change fan-out",
+                    "## Authorization's cost", "## Authorization from the cluster's RBAC",
+                    "## Initial sync", "## Change fan-out",
                     "## Several clusters: one merged list", "## How cost grows",
                     "## Today's clients"):
         assert heading in report
@@ -36,6 +37,11 @@ def test_quick_benchmark_run_writes_the_report(tmp_path, local_cluster):
     assert "python -m bench --quick" in report
     assert "| Q4 | 8 |" in report and "| one object by name |" in report  # authorization's cost
     assert "Q1 with --authz kubernetes" in report
+    # decisions from RBAC followed: no access review for callers RBAC allows, a review each
+    # without it; the revocations measured
+    local = orjson.loads(raw.read_bytes())["local_authz"]["modes"]
+    assert local["auto"]["access_reviews"] == 0 and local["false"]["access_reviews"] == 20
+    assert local["auto"]["refused_max_ms"] > 0 and local["auto"]["watch_end_max_ms"] > 0
     assert "| floor SSE |" in report and "µs (the floor " in report  # the fan-out's yardstick
     assert "its receiver's deadline the changes' 2 s plus 3 s." in report  # the quick settings
     assert "The gateway's own CPU is measured in 2 rounds" in report

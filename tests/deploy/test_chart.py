@@ -42,9 +42,10 @@ def test_each_variant_renders_objects_valid_for_kubernetes(variant, version):
 
 def test_the_default_objects_are_the_expected_set():
     kinds = sorted(o["kind"] for o in objects_of())
-    assert kinds == sorted(["ServiceAccount", "ClusterRole", "ClusterRole", "ClusterRoleBinding",
-                            "ClusterRoleBinding", "RoleBinding", "Deployment", "Service",
-                            "PodDisruptionBudget", "NetworkPolicy"])
+    assert kinds == sorted(["ServiceAccount", "ClusterRole", "ClusterRole", "ClusterRole",
+                            "ClusterRoleBinding", "ClusterRoleBinding", "ClusterRoleBinding",
+                            "RoleBinding", "Deployment", "Service", "PodDisruptionBudget",
+                            "NetworkPolicy"])
     full = {o["kind"] for o in objects_of(variant_values("full-values.yaml"))}
     assert {"Ingress", "ServiceMonitor", "PrometheusRule", "HorizontalPodAutoscaler",
             "NetworkPolicy"} <= full
@@ -64,6 +65,19 @@ def test_the_cluster_role_reads_only_and_leaves_secrets_out(variant):
     authorizing = variant_values(variant).get("authz", {}).get("mode", "kubernetes") == "kubernetes"
     delegating = authorizing and variant_values(variant).get("rbac", {}).get("create", True)
     assert ("system:auth-delegator" in bindings) == delegating
+    # the cluster's RBAC, followed to decide callers' accesses: read only, the four kinds only
+    local = delegating and str(variant_values(variant).get("authz", {}).get(
+        "localRBAC", "auto")) != "false"
+    readers = [r for r in by_kind(objs, "ClusterRole") if r["metadata"]["name"].endswith(
+        ":rbac-reader")]
+    assert len(readers) == (1 if local else 0)
+    if readers:
+        assert readers[0]["rules"] == [{
+            "apiGroups": ["rbac.authorization.k8s.io"],
+            "resources": ["roles", "clusterroles", "rolebindings", "clusterrolebindings"],
+            "verbs": ["get", "list", "watch"]}]
+        assert any(b["roleRef"]["name"] == readers[0]["metadata"]["name"]
+                   for b in by_kind(objs, "ClusterRoleBinding"))
     # the client CAs callers' certificates are checked against, read where the API server
     # writes them, with the Role every delegated authenticator is bound to
     readers = [b for b in by_kind(objs, "RoleBinding")

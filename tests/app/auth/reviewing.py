@@ -8,6 +8,7 @@ import json
 
 from app.auth.access_review import AccessReviews
 from app.auth.authentication import TokenReviewAuthenticator
+from app.auth.rbac import RBAC
 
 ALICE = {"username": "alice", "uid": "a-1", "groups": ["dev", "system:authenticated"]}
 
@@ -29,6 +30,19 @@ def authenticator(reviewer, clock=None, wall=None, allow_ttl: float = 300.0, den
     clock = clock or Clock()
     return TokenReviewAuthenticator(reviewer, deny_ttl=deny_ttl, clock=clock,
                                     wall_clock=wall or (lambda: 1.7e9), **kw)
+
+
+def rbac_reading_pods(*subjects: tuple[str, str]) -> RBAC:
+    """RBAC that decides, in which ``subjects`` may read pods in the namespace ``a``."""
+    rbac = RBAC()
+    rbac.set_cluster_role({"metadata": {"name": "read-pods"}, "rules": [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "get", "watch"]}]})
+    rbac.set_binding("RoleBinding", {
+        "metadata": {"name": "readers", "namespace": "a"},
+        "subjects": [{"kind": kind, "name": name} for kind, name in subjects],
+        "roleRef": {"kind": "ClusterRole", "name": "read-pods"}})
+    rbac.decide(True)
+    return rbac
 
 
 def run(coro):

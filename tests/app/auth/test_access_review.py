@@ -7,7 +7,7 @@ import pytest
 from app.auth.access_review import Attributes, forbidden_message
 from app.auth.identity import Credentials, UserInfo
 from app.kube.status import StatusError
-from tests.app.auth.reviewing import ALICE, Clock, authenticator, reviews, run
+from tests.app.auth.reviewing import ALICE, Clock, authenticator, rbac_reading_pods, reviews, run
 from tests.app.fake_reviewer import TableReviewer
 
 
@@ -119,3 +119,87 @@ def test_a_prefixed_cluster_is_asked_about_its_own_names_for_what_is_impersonate
              for r in reviewer.access_reviews]
     assert asked == [("c:alice", "users", "c:bob"), ("c:alice", "groups", "c:system:masters")]
     assert 'groups "c:system:masters" is forbidden: User "c:alice"' in info.value.message
+
+
+# -- beside the cluster's RBAC, read here ---------------------------------------------------
+
+def _beside(rbac, reviewer, clock=None, **prefixes):
+    from app.auth.access_review import AccessReviews
+    return AccessReviews(reviewer, 300.0, 30.0, clock=clock or Clock(), rbac=rbac, **prefixes)
+
+
+def test_what_rbac_allows_here_is_allowed_with_no_review_until_rbac_changes():
+    rbac = rbac_reading_pods(("Group", "dev"))
+    reviewer = TableReviewer({}, set())
+    access = _beside(rbac, reviewer)
+    user = UserInfo.from_review(ALICE)
+    pods = Attributes("list", "pods", namespace="a")
+    assert access.cached_check(user, pods) == float("inf")
+    assert run(access.check(user, pods)) == float("inf")
+    assert reviewer.access_reviews == [] and access.sent == 0 and access.local_allows == 2
+    epoch = access.epoch
+    rbac.delete_binding("RoleBinding", "a", "readers")  # revoked: the next check is refused
+    assert access.epoch != epoch
+    assert access.cached_check(user, pods) is None  # not RBAC's: the cluster is asked
+    with pytest.raises(StatusError) as refused:
+        run(access.check(user, pods))
+    assert refused.value.code == 403 and len(reviewer.access_reviews) == 1
+
+
+def test_rbac_is_read_with_the_clusters_prefixes():
+    rbac = rbac_reading_pods(("Group", "c:dev"))
+    access = _beside(rbac, TableReviewer({}, set()), group_prefix="c:")
+    assert access.rbac_allows(UserInfo.from_review(ALICE), Attributes("list", "pods", namespace="a"))
+    unprefixed = _beside(rbac, TableReviewer({}, set()))
+    assert not unprefixed.rbac_allows(UserInfo.from_review(ALICE),
+                                      Attributes("list", "pods", namespace="a"))
+
+
+def test_a_review_asked_beside_rbac_is_kept_until_rbac_changes_or_the_deny_ttl():
+    clock = Clock()
+    rbac = rbac_reading_pods(("User", "nobody"))
+    reviewer = TableReviewer({}, {("alice", "get", "nodes", "")})  # another authorizer's allow
+    access = _beside(rbac, reviewer, clock)
+    user = UserInfo.from_review(ALICE)
+    nodes = Attributes("get", "nodes", name="n1")
+    assert run(access.check(user, nodes)) == clock.now + 30.0  # the deny TTL, not 300 s
+    assert access.cached_check(user, nodes) == clock.now + 30.0  # kept
+    assert len(reviewer.access_reviews) == 1
+    rbac.set_cluster_role({"metadata": {"name": "unrelated"}, "rules": []})  # RBAC moved
+    assert access.cached_check(user, nodes) is None  # no longer read: asked again
+    run(access.check(user, nodes))
+    assert len(reviewer.access_reviews) == 2
+    clock.now += 30.0
+    assert access.cached_check(user, nodes) is None
+
+
+def test_rbac_that_does_not_decide_is_not_read():
+    rbac = rbac_reading_pods(("Group", "dev"))
+    rbac.decide(False)  # not synced, or fallen behind
+    reviewer = TableReviewer({}, set())
+    access = _beside(rbac, reviewer)
+    assert access.epoch == 0
+    with pytest.raises(StatusError):
+        run(access.check(UserInfo.from_review(ALICE), Attributes("list", "pods", namespace="a")))
+    assert len(reviewer.access_reviews) == 1
+
+
+def test_a_denial_asked_beside_rbac_survives_rbac_changes_and_rbac_still_comes_first():
+    """A partition of 2,000 namespaces is 2,000 denials: asked again after every change of
+    RBAC they would be a storm of reviews. RBAC is read before a kept answer, so an allow
+    it gains is in effect at once all the same."""
+    rbac = rbac_reading_pods(("User", "nobody"))
+    reviewer = TableReviewer({}, set())
+    access = _beside(rbac, reviewer)
+    user = UserInfo.from_review(ALICE)
+    pods = Attributes("list", "pods", namespace="a")
+    with pytest.raises(StatusError):
+        run(access.check(user, pods))
+    rbac.set_cluster_role({"metadata": {"name": "unrelated"}, "rules": []})
+    with pytest.raises(StatusError):
+        access.cached_check(user, pods)  # the denial, still kept: no review
+    assert len(reviewer.access_reviews) == 1
+    rbac.set_binding("RoleBinding", {"metadata": {"name": "alice", "namespace": "a"},
+                                     "subjects": [{"kind": "User", "name": "alice"}],
+                                     "roleRef": {"kind": "ClusterRole", "name": "read-pods"}})
+    assert access.cached_check(user, pods) == float("inf")  # RBAC first: allowed at once

@@ -386,3 +386,69 @@ def test_partitions_cost_a_bounded_number_of_reviews_per_user_and_in_all(reviewe
     print(f"\n{len(codes)} cluster-wide lists by a caller with no rights, 2,000 namespaces: "
           f"{reviews} reviews in {took:.1f} s (before: one per namespace and list, "
           f"{2000 * len(codes)})")
+
+
+# -- decisions that rest on RBAC read here, and on several answers ----------------------------
+
+def test_a_kept_grant_and_a_streams_grant_end_when_rbac_changes(reviewer):
+    """An allow found in the cluster's RBAC holds until RBAC changes — no TTL: the very next
+    request after a binding is removed is refused, and a stream's grant is no longer current
+    (its loop checks again: ``app.streams.live``)."""
+    from app.auth.access_review import AccessReviews
+    from tests.app.auth.reviewing import rbac_reading_pods
+
+    clock = Clock()
+    rbac = rbac_reading_pods(("Group", "dev"))
+    reviewer.allowed.clear()  # the cluster's reviews allow nothing: RBAC here decides
+    access = AccessReviews(reviewer, 300.0, 30.0, clock=clock, rbac=rbac)
+    authz = Authorization(ResourcePolicy(), authenticator(reviewer, clock, token_ttl=60.0), access)
+    get = Access("get", PODS, "a", "web-1")
+    watch = Access("watch", PODS, "a")
+
+    async def story() -> None:
+        first = await authz.authorize(_asking("t-alice"), get)
+        assert first.expires == clock.now + 60.0  # the token review's, not a decision's TTL
+        kept = authz.granted(_asking("t-alice"), get)
+        assert kept is not None and authz.granted(_asking("t-alice"), get) is kept
+        stream = await authz.authorize(_asking("t-alice"), watch)
+        assert authz.current(stream) and reviewer.access_reviews == []
+        rbac.delete_binding("RoleBinding", "a", "readers")
+        assert not authz.current(stream)
+        assert authz.granted(_asking("t-alice"), get) is None  # not the kept grant
+        with pytest.raises(StatusError) as refused:
+            await authz.authorize(_asking("t-alice"), get)
+        assert refused.value.code == 403
+        with pytest.raises(StatusError):
+            await authz.reauthorize(stream)
+
+    asyncio.run(story())
+
+
+def test_a_partition_lives_no_longer_than_the_first_answer_it_was_built_from():
+    """Before, a partition was kept for its own TTL from when it was made, out of answers
+    that may have been kept long before: a namespace revoked in the cluster was served past
+    its allow's expiry (with 4 s / 2 s: 5.3 s)."""
+    clock = Clock()
+    table = TableReviewer(USERS, {("alice", "list", "pods", "a"), ("alice", "list", "pods", "b")})
+    access = reviews(table, clock, allow_ttl=4.0, deny_ttl=2.0)
+
+    async def namespaces() -> tuple[int, list[str]]:
+        return 1, ["a", "b", "c"]
+
+    authz = Authorization(ResourcePolicy(), authenticator(table, clock, token_ttl=600.0), access,
+                          namespaces)
+    every = Access("list", PODS)
+
+    async def story() -> None:
+        began = clock.now
+        await authz.authorize(_asking("t-alice"), Access("list", PODS, "a"))  # kept until +4
+        clock.now += 3.0
+        grant = await authz.authorize(_asking("t-alice"), every)
+        assert grant.namespaces == {"a", "b"}
+        assert grant.expires == began + 4.0  # a's answer's expiry, not now + 2
+        table.allowed.discard(("alice", "list", "pods", "a"))  # revoked in the cluster
+        clock.now = began + 4.5  # a's allow has expired: the partition with it
+        grant = await authz.authorize(_asking("t-alice"), every)
+        assert grant.namespaces == {"b"}
+
+    asyncio.run(story())

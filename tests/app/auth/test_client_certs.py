@@ -4,13 +4,15 @@ cluster, reviews from a table; against the API server and kubectl in test_author
 from __future__ import annotations
 
 import ssl
+
 import httpx
 import pytest
 
 from app.auth import client_certs
 from app.auth.client_certs import ClientCAs, _ca_of, user_of
 from app.settings import settings_from_args
-from control_plane.certs import certificate_authority, client_certificate, self_signed_cert
+from control_plane.certs import (certificate_authority, client_certificate,
+                                 intermediate_authority, self_signed_cert)
 from control_plane.fake import FakeCluster
 from tests.app.conftest import run_gateway
 from tests.app.fake_reviewer import TableReviewer
@@ -24,6 +26,9 @@ def test_the_subject_is_read_as_the_api_server_reads_it():
                                                            "system:authenticated"), ())
     assert user_of({"subject": ((("organizationName", "x"),),)}) is None  # no CN: 401
     assert user_of(None) is None and user_of({}) is None
+    # two common names: the last, as Go's pkix.Name reads a subject (the API server's user)
+    twice = ((("commonName", "carol"),), (("commonName", "system:admin"),))
+    assert user_of({"subject": twice}).name == "system:admin"
 
 
 def test_the_configmap_is_read_as_delegated_authenticators_read_it():
@@ -189,3 +194,50 @@ def test_a_certificates_user_impersonates_as_a_tokens_would(world):
     world.reviewer.allowed.discard(("carol", "impersonate", "users", ""))
     refused = _get(world, world.carol, headers={"Impersonate-User": "eve"})
     assert refused.status_code == 403, refused.text
+
+
+# -- a certificate checked on each request, not once per connection -----------------------------
+
+def test_a_kept_alive_connection_is_401_after_the_cas_change(world):
+    """Before, the certificate's caller was read once per connection: a connection kept
+    alive (a watch above all) stayed authenticated after its CA was removed."""
+    with httpx.Client(base_url=world.url, verify=_tls(world, world.carol), timeout=10) as kept:
+        path = "/api/v1/namespaces/apps/configmaps"
+        assert kept.get(path).status_code == 200
+        world.ca_file.write_text(world.first[0].read_text() + world.second[0].read_text())
+        wait_until(lambda: world.app.client_cas.pem.count("BEGIN CERTIFICATE") == 2, 10,
+                   message="the CAs to change")
+        again = kept.get(path)
+        assert again.status_code == 401, again.text  # checked against the CAs of before
+        assert kept.get(path, headers={"Authorization": "Bearer t"}).status_code == 200
+    # a new connection is checked against the CAs now, which still trust carol's
+    assert _get(world, world.carol).status_code == 200
+
+
+def test_a_kept_alive_connection_is_401_once_its_certificate_expired(world, monkeypatch):
+    from app.auth import identity
+
+    with httpx.Client(base_url=world.url, verify=_tls(world, world.carol), timeout=10) as kept:
+        path = "/api/v1/namespaces/apps/configmaps"
+        assert kept.get(path).status_code == 200
+
+        class Later:  # three days on: past the certificate's notAfter (two days)
+            @staticmethod
+            def time() -> float:
+                import time
+                return time.time() + 3 * 86400
+
+        monkeypatch.setattr(identity, "time", Later)
+        expired = kept.get(path)
+        assert expired.status_code == 401, expired.text
+
+
+def test_an_intermediate_ca_without_its_root_is_trusted_as_go_trusts_it(world, tmp_path):
+    """A client CA file holding an intermediate alone: OpenSSL's default would refuse every
+    certificate it signed (no root to end the chain); Go's pool takes it as an anchor."""
+    intermediate = intermediate_authority(tmp_path / "intermediate", world.second)
+    erin = client_certificate(tmp_path / "erin", intermediate, "carol")
+    world.ca_file.write_text(intermediate[0].read_text())
+    wait_until(lambda: "BEGIN CERTIFICATE" in world.app.client_cas.pem and
+               _get(world, erin).status_code == 200, 10, message="the intermediate trusted")
+    assert _get(world, world.dave).status_code == 401  # its parent, absent, is not trusted

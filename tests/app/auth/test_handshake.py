@@ -141,3 +141,29 @@ def test_no_session_is_resumed_so_an_unverified_certificate_never_names_its_subj
     assert verified(first)
     resumed = _handshake(plain, client=carol, session=first.peer.session)
     assert resumed.session_reused and not verified(resumed)
+
+
+def test_renegotiation_is_refused_as_go_refuses_it(certs):
+    server = _server(certs)
+    accept_unverified(server)
+    assert server.options & ssl.OP_NO_RENEGOTIATION
+
+
+def test_a_pointer_that_is_not_the_contexts_leaves_the_context_alone(certs, monkeypatch):
+    """The pointer read where CPython keeps it is checked against two fields Python reports
+    (verify mode and options): another SSL_CTX there — a layout this module does not know —
+    is left alone, and a certificate that does not verify ends the handshake."""
+    other = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    other.verify_mode = ssl.CERT_OPTIONAL  # the same verify mode: only the options differ
+    other.options &= ~ssl.OP_NO_COMPRESSION
+    pointer = handshake._pointer(other)
+    monkeypatch.setattr(handshake, "_pointer", lambda context: pointer)
+    server = _server(certs)
+    assert not accept_unverified(server)
+    with pytest.raises(ssl.SSLError):
+        _handshake(server, certs["mallory"])
+
+
+def test_a_python_or_openssl_it_is_not_tested_on_gets_no_hook(monkeypatch):
+    monkeypatch.setattr(handshake, "_KNOWN", False)
+    assert handshake._bind() is None

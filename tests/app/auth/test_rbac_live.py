@@ -2,22 +2,30 @@
 and bindings (every rule form: ``*``, ``resource/subresource``, ``*/subresource``, resource
 names, non-resource URLs with a trailing ``*``; subjects that are users, groups and
 ServiceAccounts with and without a namespace), then random accesses, each decided by
-``app.auth.rbac`` from the cluster's objects and by the cluster's ``SubjectAccessReview``
+``app.auth.rbac`` from the cluster's objects — followed as the gateway follows them
+(``app.clusters.local_rbac``) — and by the cluster's ``SubjectAccessReview``
 for the same identity. The suite runs ``KCG_RBAC_ACCESSES`` accesses (10,000 by default,
 about 10 s); ``make rbac-differential`` runs 100,000 over four times the objects."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
+import threading
 import time
 import uuid
 
 import pytest
 
 from app.auth.access_review import Attributes
-from app.auth.rbac import RBAC, service_account_user
+from app.auth.rbac import service_account_user
+from app.auth.reviews import ApiReviewer
+from app.clusters.cluster import build_factory, strip_managed_fields
+from app.clusters.local_rbac import LocalRBAC
+from app.settings import Settings
 from control_plane.kubeapi import KubeAPI
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -123,16 +131,27 @@ def world(local_cluster):
                             "name": f"rbac-{tag}-role-{rng.randrange(6 * SCALE)}" if cluster_role
                             else f"role-{rng.randrange(3 * SCALE + 1)}"},  # one absent
                 "subjects": _subjects(rng, namespaces, group, namespaced=True)})
-    rbac = RBAC()
-    for path, feed in (("clusterroles", rbac.set_cluster_role), ("roles", rbac.set_role),
-                       ("clusterrolebindings",
-                        lambda o: rbac.set_binding("ClusterRoleBinding", o)),
-                       ("rolebindings", lambda o: rbac.set_binding("RoleBinding", o))):
-        for obj in kube.get(f"{_RBAC}/{path}")["items"]:
-            feed(obj)
+    # what the gateway holds, as it comes to hold it: followed by its informers (and the
+    # cluster's authorizers asked, with auto, whether RBAC's allows may stand)
+    client = local_cluster.api_client()
+    factory = build_factory(Settings(), client)
+    following = LocalRBAC("differential", lambda: factory.sibling(transform=strip_managed_fields),
+                          "auto", ApiReviewer(client).review_rules)
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, name="differential-loop", daemon=True)
+    runner.start()
     try:
+        asyncio.run_coroutine_threadsafe(following.start(), loop).result(10)
+        rbac = following.rbac
+        # deciding: listed after every object above was written, and the watches open
+        wait_until(lambda: rbac.deciding, 30, message="the cluster's RBAC followed")
         yield rng, kube, rbac, namespaces, group
     finally:
+        asyncio.run_coroutine_threadsafe(following.stop(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(10)
+        loop.close()
+        client.close()
         for path in cluster_wide:
             kube.delete(path)
         for namespace in namespaces:

@@ -9,7 +9,7 @@ import pytest
 from app.auth.policy import ResourcePolicy
 from app.clusters.cluster import DEFAULT_CLUSTER, Cluster
 from app.gateway import Gateway
-from app.kube.access import Access
+from app.kube.access import Access, Attributes
 from app.kube.status import StatusError
 from app.main import build_factory
 from app.settings import Settings
@@ -76,3 +76,153 @@ def test_the_policy_is_the_gateways_in_every_cluster():
     gateway = Gateway(settings, [_cluster("a", settings), _cluster("b", settings, default=False)])
     assert all(c.authorization.policy is gateway.policy for c in gateway.clusters.values())
     assert isinstance(gateway.policy, ResourcePolicy)
+
+
+# -- the cluster's RBAC, followed: decisions and open streams -----------------------------------
+
+def _fake_with_ann_reading(namespace: str = "shop") -> FakeCluster:
+    """An in-memory cluster holding RBAC in which ann may read the namespace's Pods."""
+    from control_plane.fake import BUILTIN_RESOURCES, RBAC_RESOURCES
+
+    fake = FakeCluster(BUILTIN_RESOURCES + RBAC_RESOURCES)
+    fake.ensure_namespace(namespace)
+    fake.create(f"/api/v1/namespaces/{namespace}/pods", {"metadata": {"name": "p1"}})
+    fake.create(f"{RBAC}/clusterroles", {"metadata": {"name": "read-pods"}, "rules": [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]})
+    fake.create(f"{RBAC}/namespaces/{namespace}/rolebindings", {
+        "metadata": {"name": "ann-reads", "namespace": namespace},
+        "subjects": [{"kind": "User", "name": "ann"}],
+        "roleRef": {"kind": "ClusterRole", "name": "read-pods"}})
+    return fake
+
+
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+ANN = {"t-ann": {"username": "ann", "groups": ["system:authenticated"]}}
+
+
+def test_open_streams_end_with_a_403_when_rbac_takes_the_right_away():
+    """Over an in-memory cluster holding RBAC (``--authz-local-rbac true``: the table reviewer
+    cannot be asked for rules): ann's watch and EventSource stream are allowed by a
+    RoleBinding, and end with the API server's 403 within a second of its deletion — no
+    review was asked for either."""
+    import time
+
+    import httpx
+
+    from tests.app.conftest import run_gateway
+    from tests.app.readers import LineReader
+    from tests.helpers import wait_until
+
+    fake = _fake_with_ann_reading()
+    reviewer = TableReviewer(ANN)
+    with run_gateway(fake, reviewer=reviewer, authz="kubernetes",
+                     authz_local_rbac="true") as running:
+        wait_until(lambda: running.gateway.default.access.rbac.deciding, 10,
+                   message="RBAC followed")
+        headers = {"Authorization": "Bearer t-ann"}
+        path = f"{running.url}/api/v1/namespaces/shop/pods"
+        assert httpx.get(path, headers=headers).status_code == 200
+        readers = [LineReader(f"{path}?watch=true", headers=headers),
+                   LineReader(path, headers={**headers, "Accept": "text/event-stream"})]
+        try:
+            for reader in readers:
+                reader.wait_for(lambda lines: any('"p1"' in line for line in lines))
+            fake.delete(f"{RBAC}/namespaces/shop/rolebindings/ann-reads")
+            began = time.monotonic()
+            for reader in readers:
+                reader.wait_for(lambda lines: any('"code":403' in line for line in lines), 5)
+                assert reader.ended(timeout=2)
+            took = time.monotonic() - began
+        finally:
+            for reader in readers:
+                reader.close()
+        assert took < 1.0, f"the streams ended {took:.2f} s after the binding was deleted"
+        assert httpx.get(path, headers=headers).status_code == 403
+        # the 403 came from a review: RBAC allowed nothing any more; before, nothing was asked
+        assert reviewer.access_reviews and all(
+            r["user"] == "ann" for r in reviewer.access_reviews)
+
+
+def test_a_merged_stream_lets_go_of_the_cluster_whose_rbac_took_the_right_away(tmp_path):
+    """Each member of a merged stream rests on its own cluster's RBAC: a binding removed in
+    one lets that cluster go within a second (its objects DELETED), the others stay."""
+    import time
+
+    from tests.app.conftest import run_fake_clusters
+    from tests.app.readers import LineReader
+    from tests.helpers import wait_until
+
+    fakes = {"east": _fake_with_ann_reading(), "west": _fake_with_ann_reading()}
+    with run_fake_clusters(fakes, tmp_path / "clusters.yaml", reviewer=TableReviewer(ANN),
+                           authz="kubernetes", authz_local_rbac="true") as running:
+        wait_until(lambda: len(running.gateway.clusters) == 2 and all(
+            c.access.rbac.deciding for c in running.gateway.clusters.values()), 10,
+            message="both clusters' RBAC followed")
+        reader = LineReader(f"{running.url}/clusters/*/api/v1/namespaces/shop/pods?watch=true",
+                            headers={"Authorization": "Bearer t-ann"})
+        try:
+            reader.wait_for(lambda lines: sum('"p1"' in line for line in lines) == 2)
+            fakes["east"].delete(f"{RBAC}/namespaces/shop/rolebindings/ann-reads")
+            began = time.monotonic()
+            reader.wait_for(lambda lines: any('"type":"DELETED"' in line and '"east"' in line
+                                              for line in lines), 5)
+            took = time.monotonic() - began
+            assert not reader.ended(timeout=0.5)  # west still streams
+        finally:
+            reader.close()
+        assert took < 1.0, f"east was let go {took:.2f} s after its binding was deleted"
+
+
+@pytest.mark.parametrize("ttl, stale_after", [(300.0, 300.0), (0.0, 5.0)])
+def test_rbac_decides_while_unseen_no_longer_than_a_reviews_allow_was_kept(ttl, stale_after):
+    """A cluster out of sight: its RBAC goes on deciding as a kept review's allow went on,
+    for --authz-cache-ttl, at least 5 s (a watch being reopened), then reviews decide."""
+    settings = Settings(authz="kubernetes", authz_cache_ttl=ttl)
+    cluster = _cluster(DEFAULT_CLUSTER, settings, TableReviewer())
+    assert cluster.local_rbac.stale_after == stale_after
+    assert cluster.access.rbac is cluster.local_rbac.rbac
+
+
+def test_a_change_of_rbac_while_a_stream_is_checked_again_is_not_missed(monkeypatch):
+    """The stream's wake-up for a change that comes while it is being checked again (after an
+    earlier change) was taken before its next wait, which then slept until its next timer
+    (a minute here): now it checks again at once."""
+    import time
+
+    from app.auth.authorization import Authorization
+    from tests.app.conftest import run_gateway
+    from tests.app.readers import LineReader
+    from tests.helpers import wait_until
+
+    fake = _fake_with_ann_reading()
+    reviewer = TableReviewer(ANN)
+    original = Authorization.reauthorize
+    revoked: list[float] = []
+
+    async def reauthorize(self, grant):
+        renewed = await original(self, grant)
+        if not revoked:  # the first check again: the binding goes while it is made
+            revoked.append(time.monotonic())
+            fake.delete(f"{RBAC}/namespaces/shop/rolebindings/ann-reads")
+            rbac = self.access.rbac
+            while rbac.allows("ann", ("system:authenticated",),
+                              Attributes("watch", "pods", "", "v1", "shop")) is not None:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.3)  # the sweep's wake-up comes meanwhile
+        return renewed
+
+    monkeypatch.setattr(Authorization, "reauthorize", reauthorize)
+    with run_gateway(fake, reviewer=reviewer, authz="kubernetes", authz_local_rbac="true",
+                     bookmark_interval=60.0, heartbeat_interval=60.0) as running:
+        wait_until(lambda: running.gateway.default.access.rbac.deciding, 10,
+                   message="RBAC followed")
+        reader = LineReader(f"{running.url}/api/v1/namespaces/shop/pods?watch=true",
+                            headers={"Authorization": "Bearer t-ann"})
+        try:
+            reader.wait_for(lambda lines: any('"p1"' in line for line in lines))
+            fake.create(f"{RBAC}/clusterroles", {"metadata": {"name": "unrelated"}, "rules": []})
+            reader.wait_for(lambda lines: any('"code":403' in line for line in lines), 10)
+            took = time.monotonic() - revoked[0]
+        finally:
+            reader.close()
+    assert took < 1.5, f"the stream ended {took:.2f} s after its binding was deleted"

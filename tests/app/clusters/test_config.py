@@ -55,6 +55,7 @@ def test_the_file_is_read_from_disk(tmp_path):
      "more than one default"),
     ("clusters:\n  - name: a\n    default: sure\n", 3, "true or false"),
     ("clusters:\n  - name: a\n    context: [x]\n", 3, "must be a string"),
+    ("clusters:\n  - name: a\n    localRBAC: sometimes\n", 3, "localRBAC must be auto, true or false"),
 ])
 def test_every_mistake_is_said_with_its_line(text, line, says):
     with pytest.raises(ClustersError) as info:
@@ -69,3 +70,11 @@ def test_a_changed_default_alone_compares_as_the_same_connection():
 
     a = ClusterSpec("a", context="x", default=True, source="f:2")
     assert dataclasses.replace(a, default=False) == ClusterSpec("a", context="x", source="f:9")
+
+
+@pytest.mark.parametrize("said, mode", [("true", "true"), ("false", "false"), ("auto", "auto"),
+                                        ('"false"', "false")])
+def test_a_cluster_may_say_whether_its_rbac_decides_here(said, mode):
+    spec, = parse_clusters(f"clusters:\n  - name: a\n    localRBAC: {said}\n", "f.yaml")
+    assert spec.local_rbac == mode
+    assert parse_clusters("clusters:\n  - name: a\n", "f.yaml")[0].local_rbac == ""  # the flag's
