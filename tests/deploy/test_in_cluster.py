@@ -225,7 +225,12 @@ def _may(kube: KubeAPI, account: str, verb: str, resource: str, group: str = "",
     ("create", "subjectaccessreviews", "authorization.k8s.io", True),
     ("list", "secrets", "", False), ("get", "secrets", "", False),
     ("create", "pods", "", False), ("delete", "pods", "", False), ("patch", "deployments", "apps", False),
-    ("update", "configmaps", "", False), ("list", "roles", "rbac.authorization.k8s.io", False),
+    ("update", "configmaps", "", False),
+    # RBAC read, to decide callers' accesses as the API server does (authz.localRBAC); never written
+    ("list", "roles", "rbac.authorization.k8s.io", True),
+    ("watch", "clusterrolebindings", "rbac.authorization.k8s.io", True),
+    ("create", "rolebindings", "rbac.authorization.k8s.io", False),
+    ("escalate", "clusterroles", "rbac.authorization.k8s.io", False),
     ("create", "serviceaccounts/token", "", False), ("impersonate", "users", "", False),
 ])
 def test_the_charts_rbac_is_enough_and_no_more(in_cluster, verb, resource, group, allowed):
@@ -233,7 +238,7 @@ def test_the_charts_rbac_is_enough_and_no_more(in_cluster, verb, resource, group
 
 
 def test_a_resource_outside_the_charts_rbac_is_refused_naming_the_permission(in_cluster):
-    got = in_cluster.admin.get("/apis/rbac.authorization.k8s.io/v1/roles")
+    got = in_cluster.admin.get("/apis/coordination.k8s.io/v1/leases")
     assert got.status_code == 403
     assert "grant its ServiceAccount get, list and" in got.json()["message"]
     secrets = in_cluster.admin.get(f"/api/v1/namespaces/{WORKLOAD}/secrets")
