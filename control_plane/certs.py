@@ -56,6 +56,26 @@ def certificate_authority(directory: Path, name: str = "client-ca") -> tuple[Pat
     return cert, key
 
 
+def _signed(directory: Path, ca: tuple[Path, Path], name: str, subject: str,
+            extensions: str) -> tuple[Path, Path]:
+    """Write ``<name>.crt`` and ``<name>.key`` for ``subject`` with ``extensions`` (an
+    ``openssl`` extension file's lines), signed by ``ca`` (its cert and key paths); return
+    their paths. The request and extension files made on the way are removed."""
+    directory.mkdir(parents=True, exist_ok=True)
+    cert, key, csr, ext = (directory / f"{name}.{suffix}" for suffix in ("crt", "key", "csr", "ext"))
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-sha256", "-keyout", str(key),
+             "-out", str(csr), "-subj", subject)
+    ext.write_text(extensions)
+    try:
+        _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca[0]), "-CAkey", str(ca[1]),
+                 "-CAcreateserial", "-days", "2", "-sha256", "-extfile", str(ext),
+                 "-out", str(cert))
+    finally:
+        csr.unlink()
+        ext.unlink()
+    return cert, key
+
+
 def intermediate_authority(directory: Path, parent: tuple[Path, Path],
                            name: str = "intermediate-ca") -> tuple[Path, Path]:
     """Write a CA's ``<name>.crt`` and ``<name>.key`` signed by ``parent`` (a CA's cert and
@@ -64,20 +84,9 @@ def intermediate_authority(directory: Path, parent: tuple[Path, Path],
     Raises:
         RuntimeError: ``openssl`` failed.
     """
-    directory.mkdir(parents=True, exist_ok=True)
-    cert, key, csr = (directory / f"{name}.crt", directory / f"{name}.key",
-                      directory / f"{name}.csr")
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-sha256", "-keyout", str(key),
-             "-out", str(csr), "-subj", f"/CN={name}")
-    extensions = directory / f"{name}.ext"
-    extensions.write_text("basicConstraints=critical,CA:TRUE\n"
-                          "keyUsage=critical,keyCertSign,cRLSign\n")
-    _openssl("x509", "-req", "-in", str(csr), "-CA", str(parent[0]), "-CAkey", str(parent[1]),
-             "-CAcreateserial", "-days", "2", "-sha256", "-extfile", str(extensions),
-             "-out", str(cert))
-    csr.unlink()
-    extensions.unlink()
-    return cert, key
+    return _signed(directory, parent, name, f"/CN={name}",
+                   "basicConstraints=critical,CA:TRUE\n"
+                   "keyUsage=critical,keyCertSign,cRLSign\n")
 
 
 def client_certificate(directory: Path, ca: tuple[Path, Path], user: str,
@@ -89,19 +98,7 @@ def client_certificate(directory: Path, ca: tuple[Path, Path], user: str,
     Raises:
         RuntimeError: ``openssl`` failed.
     """
-    directory.mkdir(parents=True, exist_ok=True)
-    name = name or user.replace(":", "-")
-    cert, key, csr = (directory / f"{name}.crt", directory / f"{name}.key",
-                      directory / f"{name}.csr")
     subject = "".join(f"/O={g}" for g in groups) + (f"/CN={user}" if user else "")
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-sha256", "-keyout", str(key),
-             "-out", str(csr), "-subj", subject)
-    extensions = directory / f"{name}.ext"
-    extensions.write_text("keyUsage=critical,digitalSignature,keyEncipherment\n"
-                          "extendedKeyUsage=clientAuth\n")
-    _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca[0]), "-CAkey", str(ca[1]),
-             "-CAcreateserial", "-days", "2", "-sha256", "-extfile", str(extensions),
-             "-out", str(cert))
-    csr.unlink()
-    extensions.unlink()
-    return cert, key
+    return _signed(directory, ca, name or user.replace(":", "-"), subject,
+                   "keyUsage=critical,digitalSignature,keyEncipherment\n"
+                   "extendedKeyUsage=clientAuth\n")

@@ -119,11 +119,6 @@ class Authorization:
         # bursts then a steady rate; the gateway's, shared by every cluster.
         self.budget = budget if budget is not None else AccessBudget()
 
-    @property
-    def epoch(self) -> int:
-        """The epoch of the cluster's RBAC now: a grant of another is checked again."""
-        return self.access.epoch if self.access is not None else 0
-
     def current(self, grant: Grant) -> bool:
         """Whether ``grant`` still rests on the RBAC held now (expiry aside)."""
         return self.access is None or grant.epoch == self.access.epoch
