@@ -211,7 +211,15 @@ class Gateway:
         return TokenReviewAuthenticator(
             identity.reviewer, settings.authn_audiences,
             token_ttl=settings.authn_cache_ttl, deny_ttl=settings.authz_deny_cache_ttl,
-            max_entries=settings.authz_cache_size)
+            max_entries=settings.authz_cache_size,
+            local=identity.follow_tokens(self._identities_revoked))
+
+    def _identities_revoked(self) -> None:
+        """Identities the identity cluster's tokens stood for were revoked (an account or
+        its Pod deleted; from an informer's thread): every cluster's open streams check
+        their caller again (``Cluster.access_changed``)."""
+        for cluster in list(self.clusters.values()):
+            cluster.access_changed()
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()

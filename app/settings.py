@@ -96,6 +96,7 @@ class Settings:
     authz_deny_cache_ttl: float = 30.0
     authz_cache_size: int = 10_000
     authz_local_rbac: str = "auto"
+    authn_local_tokens: bool = True
     namespace_partitioned_lists: bool = False
     access_log: bool = False
     # Streams.
@@ -197,6 +198,11 @@ _HELP = {
                         "refuses the next request): auto (unless the cluster's authorizers "
                         "include a webhook, which may deny first), true, false (every access "
                         "is asked); a cluster's localRBAC in --clusters says it for that one",
+    "authn_local_tokens": "verify the identity cluster's ServiceAccount tokens here, as its "
+                          "API server does (its published keys; the account and the Pod or "
+                          "Node a token is bound to, followed): a new caller needs no "
+                          "TokenReview, a deleted account or Pod is refused at its next "
+                          "request; other tokens are still reviewed",
     "namespace_partitioned_lists": "answer a cluster-wide list, watch or stream by a caller "
                                    "who may list the resource only in some namespaces with "
                                    "those namespaces' objects, instead of 403 (the API server "
@@ -299,6 +305,7 @@ _GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
                            "authn_audiences", "authn_cluster", "client_ca_file",
                            "authn_cache_ttl", "authz_cache_ttl",
                            "authz_deny_cache_ttl", "authz_cache_size", "authz_local_rbac",
+                           "authn_local_tokens",
                            "namespace_partitioned_lists", "access_log")),
     ("streams", ("event_ring_size", "bookmark_interval", "heartbeat_interval", "subscriber_queue",
                  "max_streams", "max_streams_per_client", "stall_timeout", "sse_retry_ms")),

@@ -57,8 +57,10 @@ class RestVerbs:
             return list(pool.map(lambda b: self.create(path, b), bodies))
 
     def service_account_token(self, namespace: str, name: str, seconds: int = 3600,
-                              audiences: tuple[str, ...] = ()) -> str:
-        """A token for a ServiceAccount from the TokenRequest API (creating the account if needed)."""
+                              audiences: tuple[str, ...] = (), bound_to: dict | None = None) -> str:
+        """A token for a ServiceAccount from the TokenRequest API (creating the account if
+        needed); ``bound_to``: the object (a Pod, a Secret) it is bound to, whose deletion
+        invalidates it."""
         path = f"/api/v1/namespaces/{namespace}/serviceaccounts"
         if self.get(f"{path}/{name}", ok_missing=True) is None:
             self.create(path, {"apiVersion": "v1", "kind": "ServiceAccount",
@@ -66,6 +68,11 @@ class RestVerbs:
         spec: dict[str, Any] = {"expirationSeconds": seconds}
         if audiences:
             spec["audiences"] = list(audiences)
+        if bound_to is not None:
+            spec["boundObjectRef"] = {"apiVersion": bound_to.get("apiVersion", "v1"),
+                                      "kind": bound_to["kind"],
+                                      "name": bound_to["metadata"]["name"],
+                                      "uid": bound_to["metadata"]["uid"]}
         answer = self.create(f"{path}/{name}/token", {
             "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
         return answer["status"]["token"]

@@ -63,6 +63,9 @@ def default_api_client() -> Any:
         return client.ApiClient(configuration)
 
 
+_SAME = object()  # ``sibling``: the namespace of the factory it is made from
+
+
 class GenericInformer:
     """An informer for one resource, with its lister."""
 
@@ -145,17 +148,20 @@ class SharedInformerFactory:
         self._retired: list[GenericInformer] = []
         self._shutting_down = False
 
-    def sibling(self, *, transform: Callable[[dict], dict] | None = None) -> SharedInformerFactory:
-        """A factory of its own over the same cluster: the same client, discovery, source
-        of lister-watchers and namespace, with none of this one's informers, resync,
-        list tweaks or metadata-only resources (``transform``: its own). For informers
-        that must not share another user's settings or lifetime (client-go's answer is
-        the same: a second factory)."""
+    def sibling(self, *, transform: Callable[[dict], dict] | None = None,
+                metadata_only: Callable[[APIResource], bool] | None = None,
+                namespace: str | None | object = _SAME) -> SharedInformerFactory:
+        """A factory of its own over the same cluster: the same client, discovery and source
+        of lister-watchers, with none of this one's informers, resync, list tweaks or
+        metadata-only resources (``transform``, ``metadata_only``: its own; ``namespace``:
+        this one's unless given, ``None`` for all). For informers that must not share
+        another user's settings or lifetime (client-go's answer is the same: a second
+        factory)."""
         client = self._api_client if self._lister_watcher_func is not None else self.api_client
         return SharedInformerFactory(
-            client, namespace=self.namespace, page_size=self._page_size,
-            transform=transform, discovery=self.discovery,
-            lister_watcher_func=self._lister_watcher_func)
+            client, namespace=self.namespace if namespace is _SAME else namespace,
+            page_size=self._page_size, transform=transform, discovery=self.discovery,
+            lister_watcher_func=self._lister_watcher_func, metadata_only=metadata_only)
 
     @property
     def api_client(self) -> Any:

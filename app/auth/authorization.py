@@ -120,7 +120,11 @@ class Authorization:
         self.budget = budget if budget is not None else AccessBudget()
 
     def current(self, grant: Grant) -> bool:
-        """Whether ``grant`` still rests on the RBAC held now (expiry aside)."""
+        """Whether ``grant`` still rests on the RBAC held now and on an identity that holds
+        (expiry aside)."""
+        identity = grant.identity
+        if identity is not None and identity.bound is not None and identity.bound.revoked:
+            return False
         return self.access is None or grant.epoch == self.access.epoch
 
     @property

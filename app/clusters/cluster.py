@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
+
+import orjson
 
 from app.auth.access_review import AccessReviews
 from app.auth.authentication import Authenticator
@@ -26,10 +29,12 @@ from app.auth.authorization import Authorization
 from app.auth.policy import ResourcePolicy
 from app.auth.review_budget import AccessBudget
 from app.auth.reviews import ApiReviewer, Reviewer
+from app.auth.service_account_tokens import ServiceAccountTokens
 from app.cache.metadata_only import covering
 from app.bridge import call_on_loop
 from app.cache.resources import ClusterCache
 from app.clusters.local_rbac import STALE_AFTER, LocalRBAC
+from app.clusters.local_tokens import LocalTokens, identity_metadata
 from app.kube.shapes import RequestShapes
 from app.kube.status import StatusError
 from app.query.budget import QueryMemory
@@ -37,6 +42,7 @@ from app.settings import Settings
 from informer_core.discovery import Discovery
 from informer_core.factory import SharedInformerFactory
 from informer_core.pages import metadata_transform
+from informer_core.rest import RawClient
 
 __all__ = ["DEFAULT_CLUSTER", "Cluster", "build_factory", "strip_managed_fields"]
 
@@ -69,6 +75,23 @@ def build_factory(settings: Settings, api_client: Any = None, **seams: Any) -> S
         metadata_only=covering(settings.metadata_only), **seams)
 
 
+def _documents(factory: SharedInformerFactory) -> Callable[[str], tuple[int, Any]]:
+    """``fn(path) -> (status, parsed JSON or None)``: a GET of the cluster's API server with its
+    own client, for documents served as JSON of another media type (a JWKS); blocking."""
+    client: list[RawClient] = []
+
+    def get(path: str) -> tuple[int, Any]:
+        if not client:
+            client.append(RawClient(factory.api_client))
+        status, body, _ = client[0].get_raw(path, "application/json, application/jwk-set+json",
+                                            read_timeout=10.0)
+        try:
+            return status, orjson.loads(body) if body else None
+        except orjson.JSONDecodeError:
+            return status, None
+    return get
+
+
 class Cluster:
     """One cluster's client, discovery, informers, caches, hubs and reviews; see the module."""
 
@@ -85,6 +108,9 @@ class Cluster:
         self.reviewer: Reviewer | None = None
         self.access: AccessReviews | None = None
         self.local_rbac: LocalRBAC | None = None
+        # its ServiceAccount tokens judged here, when it is the identity cluster (``follow_tokens``)
+        self.local_tokens: LocalTokens | None = None
+        self._follow_tokens = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sweep_due = False  # streams are to be woken (RBAC changed)
         self._swept_at = 0.0
@@ -93,12 +119,19 @@ class Cluster:
             self.local_rbac = LocalRBAC(
                 name, lambda: factory.sibling(transform=strip_managed_fields),
                 local_rbac or settings.authz_local_rbac,
-                getattr(self.reviewer, "review_rules", None), self.rbac_changed,
+                getattr(self.reviewer, "review_rules", None), self.access_changed,
                 stale_after=max(STALE_AFTER, settings.authz_cache_ttl))
             self.access = AccessReviews(
                 self.reviewer, allow_ttl=settings.authz_cache_ttl,
                 deny_ttl=settings.authz_deny_cache_ttl, max_entries=settings.authz_cache_size,
                 user_prefix=user_prefix, group_prefix=group_prefix, rbac=self.local_rbac.rbac)
+            if settings.authn_local_tokens:
+                self.local_tokens = LocalTokens(
+                    name, ServiceAccountTokens(settings.authn_audiences),
+                    lambda: factory.sibling(transform=identity_metadata,
+                                            metadata_only=lambda resource: True, namespace=None),
+                    _documents(factory),
+                    stale_after=max(STALE_AFTER, settings.authn_cache_ttl))
         self.authorization = Authorization(ResourcePolicy(settings.allow, settings.deny))
         self._namespace_resource: Any = None
 
@@ -135,8 +168,22 @@ class Cluster:
         await self.caches.start(permits=self.authorization.policy.permits)
         if self.local_rbac is not None:
             await self.local_rbac.start()
+        if self._follow_tokens and self.local_tokens is not None:
+            self.local_tokens.start()
 
-    def rbac_changed(self) -> None:
+    def follow_tokens(self, on_revoke: Callable[[], None]) -> ServiceAccountTokens | None:
+        """As the identity cluster: judge its ServiceAccount tokens here (``app.clusters.
+        local_tokens``), calling ``on_revoke`` (from any thread) when identities were revoked;
+        the verifier, or ``None`` with ``--authn-local-tokens false``. Idempotent."""
+        if self.local_tokens is None:
+            return None
+        self.local_tokens.tokens.on_revoke = on_revoke
+        self._follow_tokens = True
+        if self._loop is not None:
+            self.local_tokens.start()
+        return self.local_tokens.tokens
+
+    def access_changed(self) -> None:
         """The cluster's RBAC changed (from an informer's thread): every open stream of this
         cluster is woken to check its access again (``app.streams.live``), within
         ``RBAC_SWEEP_EVERY`` — one look however many changes came meanwhile."""
@@ -167,4 +214,6 @@ class Cluster:
         every informer and join their threads."""
         if self.local_rbac is not None:
             await self.local_rbac.stop()
+        if self.local_tokens is not None:
+            await self.local_tokens.stop()
         await self.caches.close(error)

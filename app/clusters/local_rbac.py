@@ -31,7 +31,7 @@ How far behind it may be: as far as the API server's watch is behind its storage
 API server's own RBAC is followed the same way, through the same watch cache), plus
 the informer's handling of one change — measured in ``tests/app/clusters/
 test_local_rbac_live.py``. A change is in effect for the next request once its event has
-arrived; open streams are woken to check again (``Cluster.rbac_changed``).
+arrived; open streams are woken to check again (``Cluster.access_changed``).
 
 The informers are the cluster's but not its caches': a factory of their own, so that no
 ``--metadata-only`` setting, idle unloading or policy of the served resources reaches

@@ -140,12 +140,23 @@ class _CacheCollector(Collector):
                 deciding.add_metric((cluster_name,), 1.0 if rbac and rbac.deciding else 0.0)
         tokens = CounterMetricFamily("kcg_token_reviews", "TokenReviews sent to the identity "
                                      "cluster", labels=["cluster"])
+        verified = CounterMetricFamily("kcg_tokens_verified_locally", "ServiceAccount tokens "
+                                       "verified here, with no review", labels=["cluster"])
+        refused = CounterMetricFamily("kcg_tokens_refused_locally", "Tokens refused here (a "
+                                      "signature, time or audience the API server refuses "
+                                      "too), with no review", labels=["cluster"])
+        judging = GaugeMetricFamily("kcg_tokens_deciding", "1 while the identity cluster's "
+                                    "ServiceAccount tokens are verified here", labels=["cluster"])
         identity, authenticator = self._identity()
         if authenticator is not None:
             failed.add_metric((identity, "token"), getattr(authenticator, "failures", 0))
             tokens.add_metric((identity,), getattr(authenticator, "sent", 0))
+            verified.add_metric((identity,), getattr(authenticator, "verified", 0))
+            refused.add_metric((identity,), getattr(authenticator, "refused", 0))
+            local_tokens = getattr(authenticator, "local", None)
+            judging.add_metric((identity,), 1.0 if local_tokens and local_tokens.deciding else 0.0)
         yield from (objects, synced, relists, restarts, events, age, subscribers, up, failed,
-                    sent, local, deciding, tokens)
+                    sent, local, deciding, tokens, verified, refused, judging)
         try:  # scraped on the loop (/metrics is async): its tasks, a leak's first sign
             tasks = len(asyncio.all_tasks())
         except RuntimeError:

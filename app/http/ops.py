@@ -75,6 +75,12 @@ async def readyz(request: Request) -> Response:
             # RBAC) holds readiness no longer than a pre-warmed cache would: reviews decide
             check(f"cluster-{cluster.name}-rbac", rbac.settled or rbac.waited(
                 cluster.settings.sync_timeout), counts)
+        tokens = cluster.local_tokens
+        if tokens is not None and tokens.started:
+            # the identity cluster's tokens are judged here once its keys and accounts are
+            # held; one that cannot (no right to read them) holds readiness no longer: reviews
+            check(f"cluster-{cluster.name}-tokens", tokens.settled or tokens.waited(
+                cluster.settings.sync_timeout), counts)
         if cache.credentials_problem is not None:
             check(f"cluster-{cluster.name}-credentials", False,
                   cluster.name == gateway.default_name)

@@ -188,7 +188,7 @@ class LiveStream:
 
     def _check_due(self, now: float) -> bool:
         """Whether the access is to be checked again now: its decision expired, or the
-        cluster's RBAC changed since (``Cluster.rbac_changed`` wakes every stream)."""
+        cluster's RBAC changed since (``Cluster.access_changed`` wakes every stream)."""
         return now >= self._recheck or not self._cluster.authorization.current(self._granted)
 
     def park(self, connection: Any) -> bool:

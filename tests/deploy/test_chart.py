@@ -43,8 +43,8 @@ def test_each_variant_renders_objects_valid_for_kubernetes(variant, version):
 def test_the_default_objects_are_the_expected_set():
     kinds = sorted(o["kind"] for o in objects_of())
     assert kinds == sorted(["ServiceAccount", "ClusterRole", "ClusterRole", "ClusterRole",
-                            "ClusterRoleBinding", "ClusterRoleBinding", "ClusterRoleBinding",
-                            "RoleBinding", "Deployment", "Service", "PodDisruptionBudget",
+                            "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding",
+                            "ClusterRoleBinding", "ClusterRoleBinding", "RoleBinding", "Deployment", "Service", "PodDisruptionBudget",
                             "NetworkPolicy"])
     full = {o["kind"] for o in objects_of(variant_values("full-values.yaml"))}
     assert {"Ingress", "ServiceMonitor", "PrometheusRule", "HorizontalPodAutoscaler",
@@ -56,8 +56,10 @@ def test_the_cluster_role_reads_only_and_leaves_secrets_out(variant):
     objs = objects_of(variant_values(variant))
     for role in by_kind(objs, "ClusterRole"):
         for rule in role["rules"]:
-            if "nonResourceURLs" in rule:  # the metrics reader: get /metrics
-                assert rule == {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
+            if "nonResourceURLs" in rule:  # get /metrics; get the token issuer's public keys
+                assert rule in ({"nonResourceURLs": ["/metrics"], "verbs": ["get"]}, {
+                    "nonResourceURLs": ["/.well-known/openid-configuration", "/openid/v1/jwks"],
+                    "verbs": ["get"]})
                 continue
             assert sorted(rule["verbs"]) == ["get", "list", "watch"]
             assert "secrets" not in rule["resources"] and "*" not in rule["resources"]
@@ -77,6 +79,16 @@ def test_the_cluster_role_reads_only_and_leaves_secrets_out(variant):
             "resources": ["roles", "clusterroles", "rolebindings", "clusterrolebindings"],
             "verbs": ["get", "list", "watch"]}]
         assert any(b["roleRef"]["name"] == readers[0]["metadata"]["name"]
+                   for b in by_kind(objs, "ClusterRoleBinding"))
+    # callers' ServiceAccount tokens checked here: the keys, and the objects tokens are bound to
+    verifying = delegating and variant_values(variant).get("authz", {}).get("localTokens", True)
+    verifiers = [r for r in by_kind(objs, "ClusterRole") if r["metadata"]["name"].endswith(
+        ":token-verifier")]
+    assert len(verifiers) == (1 if verifying else 0)
+    if verifiers:
+        assert verifiers[0]["rules"][0] == {"apiGroups": [""], "verbs": ["get", "list", "watch"],
+                                            "resources": ["serviceaccounts", "pods", "nodes"]}
+        assert any(b["roleRef"]["name"] == verifiers[0]["metadata"]["name"]
                    for b in by_kind(objs, "ClusterRoleBinding"))
     # the client CAs callers' certificates are checked against, read where the API server
     # writes them, with the Role every delegated authenticator is bound to

@@ -69,8 +69,10 @@ def test_the_image_carries_what_a_gateway_runs_and_nothing_of_the_checkout(image
 
 # What the image may weigh (MB), measured 2026-11-26: the stand-in base 249, the gateway's
 # layer 124 (205 before kubernetes.aio and aiohttp were left out; the kubernetes client
-# package is still 58 of it). Held here so that it only shrinks.
-_LAYER_BUDGET_MB = 130
+# package is still 58 of it); 2026-12-05: 142, with ``cryptography`` (16 MB, its Rust
+# bindings to OpenSSL) and PyJWT to verify ServiceAccount tokens without hand-written
+# crypto. Held here so that it only shrinks.
+_LAYER_BUDGET_MB = 145
 
 
 def test_the_gateways_layer_keeps_within_its_budget(image):

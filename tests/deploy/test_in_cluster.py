@@ -232,6 +232,9 @@ def _may(kube: KubeAPI, account: str, verb: str, resource: str, group: str = "",
     ("create", "rolebindings", "rbac.authorization.k8s.io", False),
     ("escalate", "clusterroles", "rbac.authorization.k8s.io", False),
     ("create", "serviceaccounts/token", "", False), ("impersonate", "users", "", False),
+    # what tokens are bound to, to verify callers' tokens as the API server does (authz.localTokens)
+    ("watch", "serviceaccounts", "", True), ("list", "nodes", "", True),
+    ("delete", "serviceaccounts", "", False),
 ])
 def test_the_charts_rbac_is_enough_and_no_more(in_cluster, verb, resource, group, allowed):
     assert _may(in_cluster.kube, in_cluster.account, verb, resource, group, WORKLOAD) is allowed

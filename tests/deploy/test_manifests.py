@@ -27,8 +27,9 @@ def test_kustomize_gives_the_namespace_and_the_charts_objects_in_it():
     assert docs[0]["kind"] == "Namespace" and docs[0]["metadata"]["name"] == "kube-cache-gateway"
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRole",
-                            "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding",
-                            "ClusterRoleBinding", "RoleBinding", "Deployment", "Service",
+                            "ClusterRole", "ClusterRole", "ClusterRoleBinding",
+                            "ClusterRoleBinding", "ClusterRoleBinding", "ClusterRoleBinding",
+                            "RoleBinding", "Deployment", "Service",
                             "PodDisruptionBudget", "NetworkPolicy"])
     (reader,) = [d for d in docs if d["kind"] == "RoleBinding"]
     assert reader["metadata"]["namespace"] == "kube-system"  # where the client CAs are

@@ -158,3 +158,97 @@ def test_new_tokens_past_the_budget_are_429_without_a_review():
     assert codes == [401] * 3 + [429] * 7
     assert len(reviewer.token_reviews) == 3
     assert run(authn.authenticate(Credentials("good", client="10.0.0.8"))).user.name == "alice"
+
+
+# -- ServiceAccount tokens verified here ------------------------------------------------------
+
+def _local_verifier():
+    from tests.app.auth.test_service_account_tokens import verifier
+    tokens = verifier()
+    tokens.clock = lambda: 1.7e9  # the authenticator's wall clock below
+    return tokens
+
+
+def _sa_token(**change):
+    from tests.app.auth.test_service_account_tokens import POD, claims, sign
+    payload = claims(**POD)
+    payload.update(iat=int(1.7e9), nbf=int(1.7e9), exp=int(1.7e9) + 3600, **change)
+    return payload, sign
+
+
+def test_a_service_account_token_verified_here_costs_no_review_and_is_kept():
+    payload, sign = _sa_token()
+    token = sign(payload)
+    reviewer = TableReviewer({"plain": ALICE})
+    clock = Clock()
+    authn = authenticator(reviewer, clock, token_ttl=120, local=_local_verifier())
+    identity = run(authn.authenticate(Credentials(token)))
+    assert identity.user.name == "system:serviceaccount:shop:api"
+    assert identity.expires == clock.now + 120 and identity.bound is not None
+    assert authn.cached_identity(Credentials(token)) is identity
+    assert run(authn.authenticate(Credentials("plain"))).user.name == "alice"  # not a JWT
+    assert [t for t, _ in reviewer.token_reviews] == ["plain"] and authn.verified == 1
+
+
+def test_a_forged_service_account_token_is_a_401_with_no_review_and_kept_rejected():
+    from tests.app.auth.test_service_account_tokens import OTHER_RSA
+    payload, sign = _sa_token()
+    forged = sign(payload, OTHER_RSA)
+    reviewer = TableReviewer({forged: ALICE})  # the table would even accept it
+    authn = authenticator(reviewer, Clock(), local=_local_verifier())
+    for _ in range(2):
+        with pytest.raises(StatusError) as info:
+            run(authn.authenticate(Credentials(forged)))
+        assert info.value.code == 401
+    assert reviewer.token_reviews == [] and authn.refused == 1  # the second: kept rejected
+
+
+def test_a_kid_not_held_fetches_the_keys_once_then_verifies_or_refuses():
+    from tests.app.auth.test_service_account_tokens import ISSUER, JWKS, OTHER_RSA, _jwk
+    from app.auth.service_account_tokens import SigningKeys
+    payload, sign = _sa_token()
+    token = sign(payload, OTHER_RSA, "rotated")
+    local = _local_verifier()
+    fetched = []
+
+    async def refresh():
+        fetched.append(1)
+        local.keys_changed(SigningKeys.from_jwks(ISSUER, {"keys": [
+            *JWKS["keys"], _jwk(OTHER_RSA, "rotated", "RS256")]}))
+
+    local.refresh = refresh
+    authn = authenticator(TableReviewer({}), Clock(), local=local)
+    assert run(authn.authenticate(Credentials(token))).user.uid == "sa-uid"
+    assert fetched == [1]
+
+
+def test_a_revoked_identity_is_not_kept_and_its_token_is_judged_again():
+    payload, sign = _sa_token()
+    token = sign(payload)
+    local = _local_verifier()
+    reviewer = TableReviewer({})
+    authn = authenticator(reviewer, Clock(), local=local)
+    identity = run(authn.authenticate(Credentials(token)))
+    headers = _headers(("authorization", f"Bearer {token}"))
+    assert authn.known(headers) is identity
+    local.objects.held.pop(("pods", "shop", "api-7"))
+    local.object_changed("pods", "shop", "api-7", None)  # the Pod deleted
+    assert authn.known(headers) is None and authn.cached_identity(Credentials(token)) is None
+    with pytest.raises(StatusError) as info:  # not held now: asked, and the API server refuses
+        run(authn.authenticate(Credentials(token)))
+    assert info.value.code == 401 and [t for t, _ in reviewer.token_reviews] == [token]
+
+
+def test_the_audiences_a_review_accepted_are_learnt_for_tokens_verified_here():
+    payload, sign = _sa_token(aud=["https://api.example"])
+    token = sign(payload)
+    local = _local_verifier()
+    local.audiences = frozenset()
+    reviewer = TableReviewer({token: {**ALICE, "username": "system:serviceaccount:shop:api"}})
+    reviewer.audiences = ["https://api.example"]  # what the API server accepted of the token
+    authn = authenticator(reviewer, Clock(), token_ttl=1, local=local)
+    run(authn.authenticate(Credentials(token)))
+    assert local.learnt == {"https://api.example"} and len(reviewer.token_reviews) == 1
+    other = sign(dict(payload, jti="2"))
+    assert run(authn.authenticate(Credentials(other))).bound is not None
+    assert len(reviewer.token_reviews) == 1
