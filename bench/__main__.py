@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     size = dict(pods=10_000, configmaps=1_000, sync_rounds=3, query_seconds=5.0, query_rounds=3,
                 authz_rounds=4, authz_requests=20_000, local_callers=1000, revocations=10,
-                subscribers=1000, rate=10.0,
+                sweep_streams=10_000, subscribers=1000, rate=10.0,
                 fan_seconds=60.0, settle=25.0, cpu_rounds=3, send_seconds=10.0, workers_seconds=60.0,
                 workers_rate=50.0,
                 merged_rounds=15, clients_rounds=5, scale_pods=(1_000, 10_000, 50_000),
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         size = dict(pods=200, configmaps=20, sync_rounds=1, query_seconds=1.0, query_rounds=1,
                     authz_rounds=1, authz_requests=500, local_callers=20, revocations=2,
-                    subscribers=10, rate=5.0,
+                    sweep_streams=10, subscribers=10, rate=5.0,
                     fan_seconds=2.0, settle=3.0, cpu_rounds=2, send_seconds=1.0, workers_seconds=2.0,
                     workers_rate=5.0,
                     merged_rounds=2, clients_rounds=1, scale_pods=(100, 300),
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                                      cluster=cluster, app_requests=size["authz_requests"])
         print("authorization from RBAC followed ...", flush=True)
         results["local_authz"] = local_authz.run(size["local_callers"], size["revocations"],
-                                                 cluster=cluster)
+                                                 cluster=cluster, streams=size["sweep_streams"])
         print("fan-out ...", flush=True)
         results["fanout"] = fanout.run(size["subscribers"], size["rate"], size["fan_seconds"],
                                        also_apiserver_scenario=True, settle=size["settle"],

@@ -127,6 +127,14 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
         rows.append((f"access reviews for {results['local_authz']['callers']:,} new callers an "
                      f"RBAC-only cluster allows: 0", f"{auto['access_reviews']:,.0f}",
                      auto["access_reviews"] == 0))
+        if "pod_refused_max_ms" in auto:
+            rows.append((f"token reviews for {results['local_authz']['callers']:,} new "
+                         f"ServiceAccount callers: 0", f"{auto['token_reviews']:,.0f}",
+                         auto["token_reviews"] == 0))
+            rows.append(("a token's deleted Pod refused, and an open stream ended, within 1 s",
+                         f"{auto['pod_refused_max_ms']:.0f} / "
+                         f"{auto['pod_watch_end_max_ms']:.0f} ms",
+                         max(auto["pod_refused_max_ms"], auto["pod_watch_end_max_ms"]) <= 1000))
         first = auto["first_p50_ms"] / auto["known_p50_ms"]
         rows.append(("a new caller's first request ≤ 1.5× a known caller's (p50)",
                      f"{first:.1f}×", first <= 1.5))
@@ -332,15 +340,17 @@ ASGI app thousands of times in each mode, medians of alternating rounds.
 """
 
 _LOCAL_AUTHZ = """\
-## Authorization from the cluster's RBAC, followed
+## Authorization from the gateway's own caches
 
 `bench/local_authz.py` (alone: `python -m bench.local_authz`). Two gateways over the same
-API server, plain HTTP, `--authz kubernetes`: one follows the cluster's RBAC and decides
-from it (`--authz-local-rbac auto`, the default), one reviews every new access
-(`--authz-local-rbac false`, what every gateway did before). {callers:,} ServiceAccounts,
-allowed through their namespace's group, each list the namespace's Pods twice: the first
-request of a new caller, then a known one's. The revocations: a RoleBinding of a caller
-with an open watch deleted, then the caller's requests every 5 ms until one is refused.
+API server, plain HTTP, `--authz kubernetes`: one as by default, deciding from the cluster's
+RBAC it follows (`--authz-local-rbac auto`) and verifying ServiceAccount tokens itself
+(`--authn-local-tokens`), one reviewing every new token and access (`--authz-local-rbac
+false --authn-local-tokens false`, what every gateway did before). {callers:,}
+ServiceAccounts, allowed through their namespace's group, each list the namespace's Pods
+twice: the first request of a new caller, then a known one's. The revocations: a
+RoleBinding of a caller with an open watch deleted, or the Pod its token is bound to, then
+the caller's requests every 5 ms until one is refused.
 """
 
 _SYNC = """\

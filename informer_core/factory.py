@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 from informer_core.discovery import APIResource, Discovery, GroupVersionResource
 from informer_core.errors import NotFoundError, UnsupportedResourceError
 from informer_core.informer import SharedIndexInformer
@@ -37,7 +39,7 @@ from informer_core.listwatch import (
     WatchStream,
     tweaked,
 )
-from informer_core.rest import ApiListerWatcher
+from informer_core.rest import ApiListerWatcher, RawClient
 from informer_core.stop import StopEvent, when_set
 
 __all__ = ["GenericInformer", "GroupVersionResource", "ListerWatcherFunc", "NotFoundError",
@@ -130,6 +132,7 @@ class SharedInformerFactory:
         self._api_client = api_client
         self._on_any_watch_error: Callable[[GroupVersionResource, BaseException], None] | None = None
         self._client_lock = threading.Lock()  # guards loading _api_client
+        self._documents: RawClient | None = None  # ``get_document``'s, made on first use
         self._lister_watcher_func = lister_watcher_func
         self.metadata_only = metadata_only or (lambda resource: False)
         self.default_resync = default_resync
@@ -162,6 +165,30 @@ class SharedInformerFactory:
             client, namespace=self.namespace if namespace is _SAME else namespace,
             page_size=self._page_size, transform=transform, discovery=self.discovery,
             lister_watcher_func=self._lister_watcher_func, metadata_only=metadata_only)
+
+    def get_document(self, path: str,
+                     accept: str = "application/json") -> tuple[int, Any]:
+        """GET a document of the server that is not an API object (``/openid/v1/jwks``, served
+        as ``application/jwk-set+json``): (HTTP status, the parsed JSON or ``None``). On the
+        factory's own client; over lister-watchers of its own (an in-memory cluster), its
+        discovery's answer, so that such a factory never reaches a real server. Blocking.
+
+        Raises:
+            ConnectionError: the server could not be reached.
+        """
+        if self._lister_watcher_func is not None:
+            return self.discovery.get(path)
+        with self._client_lock:
+            client = self._documents
+        if client is None:
+            client = RawClient(self.api_client)
+            with self._client_lock:
+                self._documents = client
+        status, body, _ = client.get_raw(path, accept, read_timeout=10.0)
+        try:
+            return status, orjson.loads(body) if body else None
+        except orjson.JSONDecodeError:
+            return status, None
 
     @property
     def api_client(self) -> Any:

@@ -21,8 +21,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-
 from app.auth.access_review import AccessReviews
 from app.auth.authentication import Authenticator
 from app.auth.authorization import Authorization
@@ -42,7 +40,6 @@ from app.settings import Settings
 from informer_core.discovery import Discovery
 from informer_core.factory import SharedInformerFactory
 from informer_core.pages import metadata_transform
-from informer_core.rest import RawClient
 
 __all__ = ["DEFAULT_CLUSTER", "Cluster", "build_factory", "strip_managed_fields"]
 
@@ -73,23 +70,6 @@ def build_factory(settings: Settings, api_client: Any = None, **seams: Any) -> S
         namespace=settings.namespace or None, page_size=settings.page_size,
         transform=None if settings.keep_managed_fields else strip_managed_fields,
         metadata_only=covering(settings.metadata_only), **seams)
-
-
-def _documents(factory: SharedInformerFactory) -> Callable[[str], tuple[int, Any]]:
-    """``fn(path) -> (status, parsed JSON or None)``: a GET of the cluster's API server with its
-    own client, for documents served as JSON of another media type (a JWKS); blocking."""
-    client: list[RawClient] = []
-
-    def get(path: str) -> tuple[int, Any]:
-        if not client:
-            client.append(RawClient(factory.api_client))
-        status, body, _ = client[0].get_raw(path, "application/json, application/jwk-set+json",
-                                            read_timeout=10.0)
-        try:
-            return status, orjson.loads(body) if body else None
-        except orjson.JSONDecodeError:
-            return status, None
-    return get
 
 
 class Cluster:
@@ -130,7 +110,8 @@ class Cluster:
                     name, ServiceAccountTokens(settings.authn_audiences),
                     lambda: factory.sibling(transform=identity_metadata,
                                             metadata_only=lambda resource: True, namespace=None),
-                    _documents(factory),
+                    lambda path: factory.get_document(
+                        path, "application/json, application/jwk-set+json"),
                     stale_after=max(STALE_AFTER, settings.authn_cache_ttl))
         self.authorization = Authorization(ResourcePolicy(settings.allow, settings.deny))
         self._namespace_resource: Any = None

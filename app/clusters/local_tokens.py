@@ -207,11 +207,12 @@ class LocalTokens:
             self._say_once("keys", f"its keys cannot be read now ({exc}): every token is "
                                    f"reviewed (TokenReview)")
             return False
+        why = ("the gateway's identity needs get on /.well-known/openid-configuration and "
+               "/openid/v1/jwks (the ClusterRole system:service-account-issuer-discovery grants "
+               "it)" if code in (401, 403) else "the API server does not publish them "
+               "(ServiceAccountIssuerDiscovery, Kubernetes 1.18 and later)")
         self._say_once("keys", f"its ServiceAccount issuer keys cannot be read (HTTP {code}): "
-                               f"every token is reviewed (TokenReview); the gateway's identity "
-                               f"needs get on /.well-known/openid-configuration and "
-                               f"/openid/v1/jwks (the ClusterRole system:service-account-"
-                               f"issuer-discovery grants it)")
+                               f"every token is reviewed (TokenReview); {why}")
         return False
 
     async def _run(self) -> None:

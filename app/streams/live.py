@@ -111,9 +111,11 @@ class LiveStream:
                     subscriber.sink = None  # nothing more goes out until access is confirmed
                     try:
                         # the cluster's authorization now, not the stream's first: it
-                        # follows the identity cluster (a removed one reviews nothing)
-                        self._granted = await self._cluster.authorization.reauthorize(
-                            self._granted)
+                        # follows the identity cluster (a removed one reviews nothing);
+                        # from its caches when they can say
+                        authorization = self._cluster.authorization
+                        self._granted = authorization.regranted(self._granted) or \
+                            await authorization.reauthorize(self._granted)
                     except StatusError as error:
                         yield encoder.refused(error)
                         return
@@ -271,7 +273,13 @@ class LiveStream:
         """Only a tick is due (a heartbeat, a bookmark), and the socket has room: write it,
         park again; whether it did."""
         connection, now = self._connection, time.monotonic()
-        if not self._only_waits() or self._check_due(now) or \
+        if self._check_due(now):  # from the caches alone, when they can say: no task
+            granted = self._cluster.authorization.regranted(self._granted)
+            if granted is None:
+                return False
+            self._granted = granted
+            self._recheck = max(granted.expires, now + RECHECK_AT_MOST_EVERY)
+        if not self._only_waits() or \
                 (self._deadline is not None and now >= self._deadline) or \
                 not connection.ready():
             return False

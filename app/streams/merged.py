@@ -389,7 +389,13 @@ class MergedStream:
         Returns the refusal of a check that came back refused."""
         task = member.checking
         if task is None:
-            if now >= member.recheck or not member.cluster.authorization.current(member.grant):
+            authorization = member.cluster.authorization
+            if now >= member.recheck or not authorization.current(member.grant):
+                granted = authorization.regranted(member.grant)  # from the caches, if they can
+                if granted is not None:
+                    member.grant = granted
+                    member.recheck = max(granted.expires, now + RECHECK_AT_MOST_EVERY)
+                    return None
                 member.checking = asyncio.get_running_loop().create_task(
                     member.cluster.authorization.reauthorize(member.grant))
                 member.checking.add_done_callback(lambda _t: self.wakeup.set())

@@ -452,3 +452,33 @@ def test_a_partition_lives_no_longer_than_the_first_answer_it_was_built_from():
         assert grant.namespaces == {"b"}
 
     asyncio.run(story())
+
+
+def test_a_streams_grant_is_granted_again_from_the_caches_while_rbac_still_allows_it(reviewer):
+    """``regranted``: after a change of RBAC that leaves the access allowed, a stream's grant
+    is renewed on the new epoch with no review and no coroutine; where the caches cannot say
+    (the access no longer allowed, the token's identity no longer kept) it answers ``None``,
+    and ``reauthorize`` decides."""
+    from app.auth.access_review import AccessReviews
+    from tests.app.auth.reviewing import rbac_reading_pods
+
+    clock = Clock()
+    rbac = rbac_reading_pods(("Group", "dev"))
+    reviewer.allowed.clear()
+    access = AccessReviews(reviewer, 300.0, 30.0, clock=clock, rbac=rbac)
+    authz = Authorization(ResourcePolicy(), authenticator(reviewer, clock, token_ttl=60.0), access)
+    watch = Access("watch", PODS, "a")
+    stream = asyncio.run(authz.authorize(_asking("t-alice"), watch))
+    rbac.set_cluster_role({"metadata": {"name": "unrelated"}, "rules": []})  # a change
+    assert not authz.current(stream)
+    again = authz.regranted(stream)
+    assert again is not None and authz.current(again) and again.identity is stream.identity
+    assert again.expires == stream.expires and reviewer.access_reviews == []
+    rbac.delete_binding("RoleBinding", "a", "readers")
+    assert authz.regranted(again) is None  # refused: the full path words the 403
+    clock.now += 61  # the token's review expired
+    rbac.set_binding("RoleBinding", {
+        "metadata": {"name": "readers", "namespace": "a"},
+        "subjects": [{"kind": "Group", "name": "dev"}],
+        "roleRef": {"kind": "ClusterRole", "name": "read-pods"}})
+    assert authz.regranted(again) is None and len(reviewer.token_reviews) == 1

@@ -143,6 +143,59 @@ def test_open_streams_end_with_a_403_when_rbac_takes_the_right_away():
             r["user"] == "ann" for r in reviewer.access_reviews)
 
 
+def test_a_change_of_rbac_that_keeps_the_right_costs_open_streams_no_reauthorization(
+        monkeypatch):
+    """Every change of RBAC wakes every open stream; one that RBAC still allows is granted
+    again from the caches where it waits (``Authorization.regranted``), with no task and no
+    ``reauthorize``: under churn, ten thousand streams cost a lookup each per change."""
+    import time
+
+    import httpx
+
+    from app.auth.authorization import Authorization
+    from tests.app.conftest import run_gateway
+    from tests.app.readers import LineReader
+    from tests.helpers import wait_until
+
+    fake = _fake_with_ann_reading()
+    calls = []
+    full = Authorization.reauthorize
+
+    async def counted(self, grant):
+        calls.append(grant.access.verb)
+        return await full(self, grant)
+
+    monkeypatch.setattr(Authorization, "reauthorize", counted)
+    with run_gateway(fake, reviewer=TableReviewer(ANN), authz="kubernetes",
+                     authz_local_rbac="true") as running:
+        wait_until(lambda: running.gateway.default.access.rbac.deciding, 10,
+                   message="RBAC followed")
+        headers = {"Authorization": "Bearer t-ann"}
+        path = f"{running.url}/api/v1/namespaces/shop/pods"
+        readers = [LineReader(f"{path}?watch=true", headers=headers) for _ in range(20)]
+        try:
+            for reader in readers:
+                reader.wait_for(lambda lines: any('"p1"' in line for line in lines))
+            epoch = running.gateway.default.access.epoch
+            for i in range(5):  # RBAC changes that leave ann's right as it was
+                fake.create(f"{RBAC}/clusterroles", {"metadata": {"name": f"other-{i}"},
+                                                     "rules": []})
+            wait_until(lambda: running.gateway.default.access.epoch >= epoch + 5, 5)
+            time.sleep(0.6)  # swept: every stream woken and checked again
+            fake.create("/api/v1/namespaces/shop/pods", {"metadata": {"name": "p2"}})
+            for reader in readers:  # still open, still delivering
+                reader.wait_for(lambda lines: any('"p2"' in line for line in lines))
+            assert calls == []
+            fake.delete(f"{RBAC}/namespaces/shop/rolebindings/ann-reads")
+            for reader in readers:
+                reader.wait_for(lambda lines: any('"code":403' in line for line in lines), 5)
+        finally:
+            for reader in readers:
+                reader.close()
+        assert len(calls) == len(readers)  # the refusal: worded by the full path, once each
+        assert httpx.get(path, headers=headers).status_code == 403
+
+
 def test_a_merged_stream_lets_go_of_the_cluster_whose_rbac_took_the_right_away(tmp_path):
     """Each member of a merged stream rests on its own cluster's RBAC: a binding removed in
     one lets that cluster go within a second (its objects DELETED), the others stay."""
@@ -212,6 +265,9 @@ def test_a_change_of_rbac_while_a_stream_is_checked_again_is_not_missed(monkeypa
         return renewed
 
     monkeypatch.setattr(Authorization, "reauthorize", reauthorize)
+    # the check that awaits (a review due): the caches' own answer is made in one step, with
+    # no wait in which a change could come (``regranted``)
+    monkeypatch.setattr(Authorization, "regranted", lambda self, grant: None)
     with run_gateway(fake, reviewer=reviewer, authz="kubernetes", authz_local_rbac="true",
                      bookmark_interval=60.0, heartbeat_interval=60.0) as running:
         wait_until(lambda: running.gateway.default.access.rbac.deciding, 10,
