@@ -30,8 +30,8 @@ import base64
 import hashlib
 import secrets
 import time
-from collections.abc import Awaitable, Callable
-from typing import NamedTuple, NoReturn, Protocol
+from collections.abc import Callable
+from typing import Any, NamedTuple, NoReturn, Protocol
 
 import orjson
 
@@ -40,7 +40,7 @@ from app.auth.identity import (Credentials, Impersonation, PeerCertificate, User
                                bearer_token, impersonated_user)
 from app.auth.review_budget import ReviewBudget
 from app.auth.reviews import ReviewError, Reviewer
-from app.auth.service_account_tokens import (ASK, UNKNOWN_KEY, ServiceAccountTokens,
+from app.auth.service_account_tokens import (REFUSED, UNKNOWN_KEY, ServiceAccountTokens,
                                              TokenBinding, Verified)
 from app.bridge import run_blocking
 from app.kube.status import StatusError
@@ -90,12 +90,6 @@ class Identity(NamedTuple):
     def current(self) -> bool:
         """Whether it still holds, expiry aside: nothing it rests on was revoked."""
         return self.bound is None or not self.bound.revoked
-
-
-def _kept_for(ttl: float) -> Callable[[], Awaitable[tuple[None, float]]]:
-    async def rejection() -> tuple[None, float]:
-        return None, ttl
-    return rejection
 
 
 class Authenticator(Protocol):
@@ -248,9 +242,35 @@ class TokenReviewAuthenticator:
             return None
         key = self._token_key(token.encode("latin-1"))
         found = self._kept(key)
-        if found is None and self.rejected.peek(key) is not None:
-            raise unauthorized()
+        if found is None:
+            if self.rejected.peek(key) is not None:
+                raise unauthorized()
+            if self.local is not None:  # a ServiceAccount token is judged here, at once
+                judged = self._verify_here(key, token)
+                return judged if isinstance(judged, Identity) else None
         return found
+
+    def _verify_here(self, key: bytes, token: str, refreshed: bool = False) -> Identity | Any:
+        """A token judged here (``app.auth.service_account_tokens``), with no coroutine: its
+        identity, kept; or the verdict ``ASK`` / ``UNKNOWN_KEY`` for ``authenticate``.
+
+        Raises:
+            StatusError: 401 for a token refused as the API server refuses it (kept).
+        """
+        assert self.local is not None
+        verdict = self.local.verify(token, refreshed)
+        if isinstance(verdict, Verified):
+            self.verified += 1
+            ttl = min(self.token_ttl, verdict.expires_at - self._wall())
+            identity = Identity(verdict.user, None, self.tokens.clock() + ttl,
+                                bound=verdict.binding)
+            if ttl > 0:
+                self.tokens.keep(key, identity, identity.expires)
+            return identity
+        if verdict is REFUSED:
+            self.refused += 1
+            self._reject(key, token)
+        return verdict
 
     async def authenticate(self, credentials: Credentials) -> Identity:
         """Who the credentials stand for: with an impersonation, the user asked for, with the
@@ -293,28 +313,22 @@ class TokenReviewAuthenticator:
         gateway holds, else by a ``TokenReview``. A rejection is kept apart, and raised."""
         local = self.local
         if local is not None:
-            verdict = local.verify(token)
-            if verdict is UNKNOWN_KEY:  # a key the gateway has not seen: fetch them again
+            judged = self._verify_here(key, token)  # (a refusal raises: no review)
+            if judged is UNKNOWN_KEY:  # a key the gateway has not seen: fetch them again
                 await local.refresh()
-                verdict = local.verify(token, refreshed=True)
-            if isinstance(verdict, Verified):
-                self.verified += 1
-                ttl = min(self.token_ttl, verdict.expires_at - self._wall())
-                return Identity(verdict.user, None, self.tokens.clock() + ttl,
-                                bound=verdict.binding), ttl
-            if verdict is not ASK:  # refused as the API server refuses it: no review
-                self.refused += 1
-                await self._reject(key, token)
+                judged = self._verify_here(key, token, refreshed=True)
+            if isinstance(judged, Identity):
+                return judged, judged.expires - self.tokens.clock()
         return await self._review_token(key, token)
 
-    async def _reject(self, key: bytes, token: str) -> NoReturn:
+    def _reject(self, key: bytes, token: str) -> NoReturn:
         """Keep the token's rejection (no longer than it would be valid) and raise 401."""
         ttl = min(self.token_ttl, self.deny_ttl)
         exp = token_expiry(token)
         if exp is not None:
             ttl = min(ttl, exp - self._wall())
         if ttl > 0:
-            await self.rejected.get(key, _kept_for(ttl))
+            self.rejected.keep(key, None, self.rejected.clock() + ttl)
         raise unauthorized()
 
     async def _review_token(self, key: bytes, token: str) -> tuple[Identity, float]:
@@ -337,7 +351,7 @@ class TokenReviewAuthenticator:
             if not self.audiences or given & set(self.audiences):
                 user = UserInfo.from_review(status["user"])
         if user is None:
-            await self._reject(key, token)
+            self._reject(key, token)
         if self.local is not None:
             self.local.learn_audiences(status.get("audiences") or ())
         ttl = self.token_ttl

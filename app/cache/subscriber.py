@@ -66,6 +66,10 @@ class Subscriber:
         # where events go without waking the stream (its connection), while its task allows:
         # takes a batch, says whether it took it (see ``offer``)
         self.sink: Callable[[list[tuple[Event, str]]], bool] | None = None
+        # while its stream waits with no task: takes a change of what its access rests on in
+        # place (``memo``: answers shared by the streams checked in one sweep), or says it
+        # cannot (``False``: it is woken, ``nudge``)
+        self.regrant: Callable[[dict], bool] | None = None
         self.after_seq = 0  # events up to this one came with the first state or replay
         # resumed from a version this process had not reached: the changes up to it are the
         # client's already (see EventHub.ahead_of); 0 once the view has passed it

@@ -181,9 +181,14 @@ class Cluster:
             return
         self._sweep_due = False  # a change from now on is another sweep
         self._swept_at = time.monotonic()
+        # a waiting stream still allowed takes its new grant in place, one answer for the
+        # streams of one caller and access (``memo``); the others are woken to check in full
+        memo: dict = {}
         for entry in self.caches.entries().values():
             for subscriber in list(entry.hub.subscribers):
-                subscriber.nudge()
+                regrant = subscriber.regrant
+                if regrant is None or not regrant(memo):
+                    subscriber.nudge()
 
     def begin_shutdown(self) -> None:
         """End every open stream of this cluster now (on the loop)."""

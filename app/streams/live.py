@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 # this (seconds): with decisions kept briefly, or not at all (--authz-cache-ttl 0), an open
 # stream would otherwise review its caller in a tight loop.
 RECHECK_AT_MOST_EVERY = 2.0
+_UNKNOWN = object()  # a sweep's memo: not decided yet
 
 PARK = object()  # yielded by a stream's loop where it would wait, free to be taken over
 
@@ -173,6 +174,7 @@ class LiveStream:
             self._timer = None
         subscriber = self.subscriber
         subscriber.sink = None
+        subscriber.regrant = None
         subscriber.on_wakeup(None)
         self._hub.unsubscribe(subscriber)  # (out of its group too)
         self._gateway.limiter.release(self.client)
@@ -207,6 +209,7 @@ class LiveStream:
         self._connection = self._wire = connection
         self.parked = True
         subscriber.sink = self._sink  # offered one by one: its events go out here
+        subscriber.regrant = self._regrant
         subscriber.on_wakeup(self._wake)
         if at is not None:
             self._timer = asyncio.get_running_loop().call_later(at - now, self._wake)
@@ -215,6 +218,27 @@ class LiveStream:
             self._hub.direct(subscriber, connection,
                              (subscriber.selection.group, connection.chunked, *key),
                              self._direct_bytes)
+        return True
+
+    def _regrant(self, memo: dict) -> bool:
+        """Parked, and RBAC changed: granted again from the caches where it waits, with no
+        wake-up (``Cluster._sweep``); ``False`` when the caches cannot say (it is woken and
+        checks in full). One answer for every stream of the same identity and access in a
+        sweep: ten thousand streams of one caller cost one decision and a lookup each."""
+        if not self.parked:
+            return False
+        granted = self._granted
+        credentials = granted.credentials
+        key = (id(granted.identity), granted.access,
+               credentials.certificate if credentials is not None else None)
+        found = memo.get(key, _UNKNOWN)
+        if found is _UNKNOWN:
+            found = memo[key] = self._cluster.authorization.regranted(granted)
+        if found is None:
+            return False
+        self._granted = found if found.credentials is credentials else \
+            found._replace(credentials=credentials)
+        self._recheck = max(found.expires, time.monotonic() + RECHECK_AT_MOST_EVERY)
         return True
 
     def _direct_bytes(self, batch: list[tuple[Event, str]]) -> bytes | None:
@@ -258,6 +282,7 @@ class LiveStream:
         self._hub.indirect(subscriber)
         subscriber.on_wakeup(None)
         subscriber.sink = None
+        subscriber.regrant = None
         if connection.wrote:  # the hub wrote to it in its group
             self.wrote, connection.wrote = True, False
         if not self._tick_alone():

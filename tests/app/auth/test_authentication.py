@@ -252,3 +252,19 @@ def test_the_audiences_a_review_accepted_are_learnt_for_tokens_verified_here():
     other = sign(dict(payload, jti="2"))
     assert run(authn.authenticate(Credentials(other))).bound is not None
     assert len(reviewer.token_reviews) == 1
+
+
+def test_a_new_service_account_token_is_known_from_the_caches_path_with_no_coroutine():
+    """The first request of a new ServiceAccount caller is answered as a known one's: its
+    token verified where the kept ones are read (``cached_identity``), not in a review's
+    flight — a forged one refused there too."""
+    from tests.app.auth.test_service_account_tokens import OTHER_RSA
+    payload, sign = _sa_token()
+    authn = authenticator(TableReviewer({}), Clock(), local=_local_verifier())
+    identity = authn.cached_identity(Credentials(sign(payload)))
+    assert identity is not None and identity.user.uid == "sa-uid"
+    assert authn.cached_identity(Credentials(sign(payload))) is identity  # kept
+    with pytest.raises(StatusError) as info:
+        authn.cached_identity(Credentials(sign(payload, OTHER_RSA)))
+    assert info.value.code == 401 and authn.refused == 1
+    assert authn.cached_identity(Credentials("a-static-token")) is None  # reviewed, later
