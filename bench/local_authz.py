@@ -115,6 +115,33 @@ def _new_callers(url: str, admin: str, tokens: list[str]) -> dict:
             "known_p99_ms": _percentile(known, 0.99) * 1000}
 
 
+def _until_refused(url: str, headers: dict, revoke, code: int) -> tuple[float, float]:
+    """Seconds from ``revoke()`` to the caller's first request answered ``code``, and to the
+    end of its watch opened before (with an ``ERROR`` of that code)."""
+    done = threading.Event()
+    watch_ended: list[float] = []
+
+    def watch() -> None:
+        with httpx.stream("GET", f"{url}{PODS}?watch=true", headers=headers,
+                          timeout=httpx.Timeout(30, read=None)) as answer:
+            for line in answer.iter_lines():
+                if f'"code":{code}' in line:
+                    watch_ended.append(time.monotonic())
+                    break
+        done.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    time.sleep(0.5)  # the watch is open
+    revoke()
+    began = time.monotonic()
+    while httpx.get(url + PODS, headers=headers, timeout=10).status_code != code:
+        assert time.monotonic() - began < 30, f"not {code} after 30 s"
+        time.sleep(0.005)
+    refused = time.monotonic() - began
+    assert done.wait(30), "the watch did not end"
+    return refused, watch_ended[0] - began
+
+
 def _revocation(kube: KubeAPI, url: str, rounds: int) -> dict:
     """From a RoleBinding's deletion to the first refusal, and to its caller's watch's end."""
     refused, ended = [], []
@@ -130,29 +157,9 @@ def _revocation(kube: KubeAPI, url: str, rounds: int) -> dict:
         while httpx.get(url + PODS, headers=headers, timeout=10).status_code != 200:
             assert time.monotonic() < deadline, "the binding was not in effect"
             time.sleep(0.01)
-        done = threading.Event()
-        watch_ended: list[float] = []
-
-        def watch() -> None:
-            with httpx.stream("GET", f"{url}{PODS}?watch=true", headers=headers,
-                              timeout=httpx.Timeout(30, read=None)) as answer:
-                for line in answer.iter_lines():
-                    if '"code":403' in line:
-                        watch_ended.append(time.monotonic())
-                        break
-            done.set()
-
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
-        time.sleep(0.5)  # the watch is open
-        kube.delete(binding)
-        began = time.monotonic()
-        while httpx.get(url + PODS, headers=headers, timeout=10).status_code != 403:
-            assert time.monotonic() - began < 30, "still allowed after 30 s"
-            time.sleep(0.005)
-        refused.append(time.monotonic() - began)
-        assert done.wait(30), "the watch did not end"
-        ended.append(watch_ended[0] - began)
+        took = _until_refused(url, headers, lambda: kube.delete(binding), 403)
+        refused.append(took[0])
+        ended.append(took[1])
     return {"refused_ms": [round(t * 1000, 1) for t in refused],
             "watch_end_ms": [round(t * 1000, 1) for t in ended],
             "refused_p50_ms": statistics.median(refused) * 1000,
@@ -177,29 +184,10 @@ def _pod_revocation(kube: KubeAPI, url: str, rounds: int) -> dict:
         while httpx.get(url + PODS, headers=headers, timeout=10).status_code != 200:
             assert time.monotonic() < deadline, "the token was not taken"
             time.sleep(0.01)
-        done = threading.Event()
-        watch_ended: list[float] = []
-
-        def watch() -> None:
-            with httpx.stream("GET", f"{url}{PODS}?watch=true", headers=headers,
-                              timeout=httpx.Timeout(30, read=None)) as answer:
-                for line in answer.iter_lines():
-                    if '"code":401' in line:
-                        watch_ended.append(time.monotonic())
-                        break
-            done.set()
-
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
-        time.sleep(0.5)  # the watch is open
-        kube.delete(f"{PODS}/{name}")  # not scheduled: gone at once
-        began = time.monotonic()
-        while httpx.get(url + PODS, headers=headers, timeout=10).status_code != 401:
-            assert time.monotonic() - began < 30, "still authenticated after 30 s"
-            time.sleep(0.005)
-        refused.append(time.monotonic() - began)
-        assert done.wait(30), "the watch did not end"
-        ended.append(watch_ended[0] - began)
+        # not scheduled: gone at once
+        took = _until_refused(url, headers, lambda: kube.delete(f"{PODS}/{name}"), 401)
+        refused.append(took[0])
+        ended.append(took[1])
     return {"pod_refused_p50_ms": statistics.median(refused) * 1000,
             "pod_refused_max_ms": max(refused) * 1000,
             "pod_watch_end_p50_ms": statistics.median(ended) * 1000,

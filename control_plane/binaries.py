@@ -28,8 +28,8 @@ from pathlib import Path
 from control_plane.errors import ClusterUnavailableError
 from control_plane.paths import cache_dir
 
-__all__ = ["NODE_COMMANDS", "Binaries", "cache_dir", "ensure_binaries", "ensure_browser",
-           "ensure_node_binaries", "main"]
+__all__ = ["NODE_COMMANDS", "Binaries", "apt_install", "cache_dir", "ensure_binaries",
+           "ensure_browser", "ensure_node_binaries", "is_root", "main"]
 
 _DEB_SRC_FILE = Path("/etc/apt/sources.list.d/kube-cache-gateway-src.sources")
 _BUILD_PACKAGES = ["golang-go", "rsync", "jq", "golang-github-modern-go-reflect2-dev"]
@@ -67,7 +67,7 @@ def _run(cmd: list[str], *, cwd: Path | None = None, env: dict | None = None,
             f"command failed ({proc.returncode}): {' '.join(cmd)}\n{tail}")
 
 
-def _is_root() -> bool:
+def is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
@@ -78,16 +78,18 @@ def _installed(package: str) -> bool:
     return proc.returncode == 0 and proc.stdout.strip() == "install ok installed"
 
 
-def _apt_install(packages: list[str]) -> None:
-    """Install Debian packages that are missing (needs root)."""
+def apt_install(packages: list[str],
+                otherwise: str = "point KCG_ETCD and KCG_KUBE_APISERVER at your own binaries"
+                ) -> None:
+    """Install Debian packages that are missing (needs root); ``otherwise``: what else a
+    user without root may do, said in the error."""
     missing = [p for p in packages if not _installed(p)]
     if not missing:
         return
-    if not _is_root() or shutil.which("apt-get") is None:
+    if not is_root() or shutil.which("apt-get") is None:
         raise ClusterUnavailableError(
             f"Debian packages {missing} are needed; install them (as root: "
-            f"apt-get install -y {' '.join(missing)}) or point KCG_ETCD and "
-            "KCG_KUBE_APISERVER at your own binaries")
+            f"apt-get install -y {' '.join(missing)}) or {otherwise}")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     _run(["apt-get", "update", "-q"], env=env)
     _run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing], env=env)
@@ -130,13 +132,13 @@ def _build_from_source(commands: tuple[str, ...], prefix: str, also_pause: bool 
     """Build ``commands`` (``cmd/NAME``) from Debian's ``kubernetes`` source into the cache's
     ``PREFIX-VERSION/`` (and the pause container's binary, ``build/pause``, with
     ``also_pause``) unless they are there; return that directory."""
-    if not _is_root():
+    if not is_root():
         raise ClusterUnavailableError(
             f"no {', '.join(c.split('/')[-1] for c in commands)}: building from Debian's "
             "source needs root for apt-get; set KCG_KUBE_APISERVER (or KUBEBUILDER_ASSETS) "
             "to your own binaries")
     _ensure_deb_src()
-    _apt_install(_BUILD_PACKAGES + (["gcc", "libc6-dev"] if also_pause else []))
+    apt_install(_BUILD_PACKAGES + (["gcc", "libc6-dev"] if also_pause else []))
     version = _source_version()
     target_dir = cache_dir() / f"{prefix}-{version.replace(':', '_')}"
     names = [c.split("/")[-1] for c in commands] + (["pause"] if also_pause else [])
@@ -219,7 +221,7 @@ def ensure_binaries(build: bool = True) -> Binaries:
     if etcd is None:
         etcd = shutil.which("etcd") or ("/usr/bin/etcd" if os.access("/usr/bin/etcd", os.X_OK) else None)
         if etcd is None and build:
-            _apt_install(["etcd-server"])
+            apt_install(["etcd-server"])
             etcd = shutil.which("etcd") or (
                 "/usr/bin/etcd" if os.access("/usr/bin/etcd", os.X_OK) else None)
         if etcd is None:
@@ -258,7 +260,7 @@ def ensure_node_binaries(build: bool = True) -> Path:
             raise ClusterUnavailableError(f"KCG_NODE_BINARIES={given!r} lacks {missing}")
         return Path(given)
     if build:
-        _apt_install(_NODE_PACKAGES)
+        apt_install(_NODE_PACKAGES)
     found = sorted(cache_dir().glob("kubernetes-node-*/pause"))
     if found:
         return found[-1].parent
@@ -275,8 +277,8 @@ def ensure_node_binaries(build: bool = True) -> Path:
 def ensure_browser() -> str | None:
     """Return a headless-capable Chromium, installing Debian's ``chromium`` if allowed."""
     found = os.environ.get("KCG_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None and _is_root() and shutil.which("apt-get"):
-        _apt_install(["chromium"])
+    if found is None and is_root() and shutil.which("apt-get"):
+        apt_install(["chromium"])
         found = shutil.which("chromium")
     return found
 
@@ -309,8 +311,8 @@ def main() -> int:
             browser = ensure_browser()
             missing = [package for tool, package in _TEST_TOOLS if shutil.which(tool) is None
                        and not Path(f"/usr/bin/{tool}").exists() and not Path(f"/usr/sbin/{tool}").exists()]
-            if missing and _is_root() and shutil.which("apt-get"):
-                _apt_install(missing)
+            if missing and is_root() and shutil.which("apt-get"):
+                apt_install(missing)
         except ClusterUnavailableError as exc:
             print(f"warning: test tools incomplete: {exc}", file=sys.stderr)
             browser = None

@@ -4,6 +4,7 @@ Load with ``pytest_plugins = ["control_plane.pytest_plugin"]``.
 
 Fixtures:
     local_cluster  (session) the ``LocalCluster``
+    local_postgres (session) a ``LocalPostgres``: a PostgreSQL server of the run's own
     local_node     (session) a ``LocalNode``: a cluster of its own with a node running pods
     kubeconfig     (session) path of an admin kubeconfig
     api_client     (session) a ready admin ``kubernetes.client.ApiClient``
@@ -27,8 +28,10 @@ import pytest
 
 from control_plane.cluster import LocalCluster
 from control_plane.errors import ClusterUnavailableError
+from control_plane.postgres import LocalPostgres
 
-__all__ = ["api_client", "in_ci", "kubeconfig", "local_cluster", "namespace", "unavailable"]
+__all__ = ["api_client", "in_ci", "kubeconfig", "local_cluster", "local_postgres", "namespace",
+           "unavailable"]
 
 _skipped_reason: list[str] = []
 
@@ -62,6 +65,22 @@ def local_cluster() -> Iterator[LocalCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def local_postgres() -> Iterator[LocalPostgres]:
+    """Start one PostgreSQL server for the session (the stores that share it take a database
+    each); a failure in CI, elsewhere a loud skip, as for the API server."""
+    try:
+        server = LocalPostgres().start()
+    except ClusterUnavailableError as exc:
+        if not in_ci():
+            _skipped_reason.append(str(exc))
+        unavailable(f"PostgreSQL could not be started: {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -44,7 +44,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from app.auth.rbac import RBAC
@@ -54,7 +54,7 @@ from informer_core.errors import APIStatusError, NotFoundError
 from informer_core.factory import GenericInformer, GroupVersionResource, SharedInformerFactory
 from informer_core.tombstone import DeletedFinalStateUnknown
 
-__all__ = ["MODES", "STALE_AFTER", "LocalRBAC"]
+__all__ = ["MODES", "STALE_AFTER", "LocalRBAC", "following"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,19 @@ KINDS = {"roles": "Role", "clusterroles": "ClusterRole", "rolebindings": "RoleBi
 STALE_AFTER = 5.0  # the least seconds an RBAC watch may be closed and RBAC still decide
 CHECK_EVERY = 1.0  # seconds between looks at whether the watches follow
 DETECT_RETRY = 5.0  # seconds between tries of the detection while the cluster cannot answer
+
+
+def following(informers: Iterable[GenericInformer], stale_after: float) -> bool:
+    """Whether every one of ``informers`` follows its cluster: running, and its watch open or
+    closed for no longer than ``stale_after`` seconds (what may decide from them)."""
+    now = time.time()
+    for generic in informers:
+        stats = generic.informer().reflector_stats()
+        if stats is None or generic.stopped():
+            return False
+        if not stats.watching and now - stats.unwatched_since > stale_after:
+            return False
+    return True
 
 
 class _Feed:
@@ -228,16 +241,7 @@ class LocalRBAC:
 
     def _follows(self) -> bool:
         """Synced, and every watch open or reopened within ``stale_after``."""
-        if len(self._synced) < len(KINDS):
-            return False
-        now = time.time()
-        for generic in self._informers:
-            stats = generic.informer().reflector_stats()
-            if stats is None or generic.stopped():
-                return False
-            if not stats.watching and now - stats.unwatched_since > self.stale_after:
-                return False
-        return True
+        return len(self._synced) == len(KINDS) and following(self._informers, self.stale_after)
 
     async def _detect(self) -> bool:
         """Whether the cluster's authorizers let RBAC's allows stand (``auto``): a rules

@@ -36,6 +36,7 @@ from typing import Any
 
 from app.auth.service_account_tokens import ServiceAccountTokens, SigningKeys
 from app.bridge import run_blocking
+from app.clusters.local_rbac import following
 from informer_core.errors import APIStatusError, NotFoundError
 from informer_core.factory import GenericInformer, GroupVersionResource, SharedInformerFactory
 from informer_core.pages import metadata_transform
@@ -273,16 +274,8 @@ class LocalTokens:
 
     def _follows(self) -> bool:
         """Synced, and every watch open or reopened within ``stale_after``."""
-        if len(self._synced) < len(KINDS) or self._stop.is_set():
-            return False
-        now = time.time()
-        for generic in self._informers.values():
-            stats = generic.informer().reflector_stats()
-            if stats is None or generic.stopped():
-                return False
-            if not stats.watching and now - stats.unwatched_since > self.stale_after:
-                return False
-        return True
+        return (len(self._synced) == len(KINDS) and not self._stop.is_set()
+                and following(self._informers.values(), self.stale_after))
 
     def get(self, kind: str, namespace: str, name: str) -> dict | None:
         """``BoundObjects``: the metadata of the object held, or ``None``."""

@@ -28,7 +28,7 @@ def test_quick_benchmark_run_writes_the_report(tmp_path, local_cluster):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = out.read_text()
     for heading in ("## Targets", "## Queries", "### Where the gateway's time goes",
-                    "## Authorization's cost", "## Authorization from the cluster's RBAC",
+                    "## Authorization's cost", "## Authorization from the gateway's own caches",
                     "## Initial sync", "## Change fan-out",
                     "## Several clusters: one merged list", "## How cost grows",
                     "## Today's clients"):

@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from app.kube.access import Attributes
-from control_plane.cluster import User
 from control_plane.kubeapi import KubeAPI
-from tests.app.conftest import run_gateway
+from tests.app import accounts
+from tests.app.accounts import cluster_role, remove_prefixed
 from tests.app.readers import LineReader
 from tests.helpers import wait_until
 
@@ -30,11 +30,6 @@ PODS = f"/api/v1/namespaces/{NS}/pods"
 READ = ["get", "list", "watch"]
 
 
-def cluster_role(kube: KubeAPI, name: str, rules: list[dict]) -> None:
-    kube.delete(f"{RBAC}/clusterroles/{name}")
-    kube.create(f"{RBAC}/clusterroles", {"apiVersion": "rbac.authorization.k8s.io/v1",
-                                         "kind": "ClusterRole", "metadata": {"name": name},
-                                         "rules": rules})
 
 
 def bind(kube: KubeAPI, name: str, role: str, account: str, namespace: str | None = NS) -> str:
@@ -74,16 +69,11 @@ def kube(local_cluster):
         bind(kube, PREFIX + name + "-delegator", "system:auth-delegator", name, None)
     bind(kube, PREFIX + "gateway-rbac", PREFIX + "rbac-reader", "gateway", None)
     yield kube
-    for kind in ("clusterrolebindings", "clusterroles"):
-        for item in kube.get(f"{RBAC}/{kind}")["items"]:
-            if item["metadata"]["name"].startswith(PREFIX):
-                kube.delete(f"{RBAC}/{kind}/{item['metadata']['name']}")
-    kube.delete(f"/api/v1/namespaces/{NS}")
+    remove_prefixed(kube, PREFIX, NS)
 
 
 def running_as(local_cluster, kube: KubeAPI, account: str, **settings):
-    user = User(f"system:serviceaccount:{NS}:{account}", kube.service_account_token(NS, account))
-    return run_gateway(local_cluster, user=user, authz="kubernetes", **settings)
+    return accounts.running_as(local_cluster, kube, NS, account, **settings)
 
 
 @pytest.fixture(scope="module")

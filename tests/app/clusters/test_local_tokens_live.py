@@ -19,9 +19,10 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from app.auth.identity import Credentials, UserInfo
 from app.kube.status import StatusError
-from control_plane.cluster import SERVICE_ACCOUNT_ISSUER, User
+from control_plane.cluster import SERVICE_ACCOUNT_ISSUER
 from control_plane.kubeapi import KubeAPI
-from tests.app.conftest import run_gateway
+from tests.app import accounts
+from tests.app.accounts import cluster_role, remove_prefixed
 from tests.app.readers import LineReader
 from tests.helpers import wait_until
 
@@ -43,11 +44,6 @@ def _cluster_binding(kube: KubeAPI, name: str, role: str, account: str) -> None:
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}})
 
 
-def _cluster_role(kube: KubeAPI, name: str, rules: list[dict]) -> None:
-    kube.delete(f"{RBAC}/clusterroles/{name}")
-    kube.create(f"{RBAC}/clusterroles", {"apiVersion": "rbac.authorization.k8s.io/v1",
-                                         "kind": "ClusterRole", "metadata": {"name": name},
-                                         "rules": rules})
 
 
 def pod(kube: KubeAPI, name: str, account: str = "default") -> dict:
@@ -62,15 +58,15 @@ def pod(kube: KubeAPI, name: str, account: str = "default") -> dict:
 def kube(local_cluster):
     kube = KubeAPI.for_cluster(local_cluster)
     kube.ensure_namespace(NS)
-    _cluster_role(kube, PREFIX + "gateway", [
+    cluster_role(kube, PREFIX + "gateway", [
         {"apiGroups": [""], "resources": ["pods", "namespaces", "serviceaccounts", "nodes"],
          "verbs": READ},
         {"apiGroups": ["rbac.authorization.k8s.io"],
          "resources": ["roles", "clusterroles", "rolebindings", "clusterrolebindings"],
          "verbs": READ}])
-    _cluster_role(kube, PREFIX + "blind", [
+    cluster_role(kube, PREFIX + "blind", [
         {"apiGroups": [""], "resources": ["pods", "namespaces"], "verbs": READ}])
-    _cluster_role(kube, PREFIX + "read-pods", [
+    cluster_role(kube, PREFIX + "read-pods", [
         {"apiGroups": [""], "resources": ["pods"], "verbs": READ}])
     for account, role in (("gateway", "gateway"), ("gateway-blind", "blind")):
         _cluster_binding(kube, PREFIX + account, PREFIX + role, account)
@@ -79,16 +75,11 @@ def kube(local_cluster):
         kube.service_account_token(NS, account)  # creates the account
         _cluster_binding(kube, PREFIX + account, PREFIX + "read-pods", account)
     yield kube
-    for kind in ("clusterrolebindings", "clusterroles"):
-        for item in kube.get(f"{RBAC}/{kind}")["items"]:
-            if item["metadata"]["name"].startswith(PREFIX):
-                kube.delete(f"{RBAC}/{kind}/{item['metadata']['name']}")
-    kube.delete(f"/api/v1/namespaces/{NS}")
+    remove_prefixed(kube, PREFIX, NS)
 
 
 def running_as(local_cluster, kube: KubeAPI, account: str, **settings):
-    user = User(f"system:serviceaccount:{NS}:{account}", kube.service_account_token(NS, account))
-    return run_gateway(local_cluster, user=user, authz="kubernetes", **settings)
+    return accounts.running_as(local_cluster, kube, NS, account, **settings)
 
 
 @pytest.fixture(scope="module")
