@@ -214,7 +214,7 @@ class TokenReviewAuthenticator:
         if found is None:
             return None
         identity = found[1]
-        if identity.bound is not None and identity.bound.revoked:
+        if not identity.current():
             self.tokens.drop(key)
             return None
         self.tokens.hits += 1

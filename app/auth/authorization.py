@@ -134,7 +134,7 @@ class Authorization:
         """Whether ``grant`` still rests on the RBAC held now and on an identity that holds
         (expiry aside)."""
         identity = grant.identity
-        if identity is not None and identity.bound is not None and identity.bound.revoked:
+        if identity is not None and not identity.current():
             return False
         return self.access is None or grant.epoch == self.access.epoch
 

@@ -12,6 +12,13 @@ So the loop sleeps until the next whole second, when the ``Date`` header is rene
 uvicorn renews it (so it is never older than uvicorn's), and asking it to exit wakes it at
 once: ``should_exit`` set from anywhere — uvicorn's signal handler, another thread, a
 test — wakes the sleeping loop, instead of waiting for the next tick to notice.
+
+The delay is computed on the wall clock and slept on the loop's monotonic one. The two can
+disagree: a wall clock stepped back or held (a VM whose host sets its time) leaves the
+second's boundary always a little ahead, and a loop that trusted it woke ten times a second
+in one CI run. A delay under 0.1 s is therefore taken as the second already reached and
+the loop sleeps to the next one: at worst the ``Date`` header is then two seconds old, as
+uvicorn's own is when its tick falls just before a second.
 """
 
 from __future__ import annotations
@@ -56,7 +63,7 @@ class SecondTickServer(uvicorn.Server):
             self._wake = wake = loop.create_future()
             if self._exiting:  # asked while the tick ran
                 break
-            timer = loop.call_later(1.0 - time.time() % 1.0, _set, wake)
+            timer = loop.call_later(_until_next_second(), _set, wake)
             try:
                 await wake
             finally:
@@ -66,6 +73,15 @@ class SecondTickServer(uvicorn.Server):
     async def _tick(self, counter: int) -> bool:
         self.ticks += 1
         return await self.on_tick(counter)
+
+
+def _until_next_second() -> float:
+    """Seconds to the next whole second of the wall clock, never under 0.1 (see above)."""
+    delay = 1.0 - time.time() % 1.0
+    return delay + 1.0 if delay < _EARLY else delay
+
+
+_EARLY = 0.1  # a wake this close before a second is that second's (clocks disagree)
 
 
 def _set(wake: asyncio.Future) -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import email.utils
 import threading
 import time
+import types
 
 import httpx
 import uvicorn
 
+from app.process import ticks
 from app.process.ticks import SecondTickServer
 from control_plane.cluster import free_port
 
@@ -42,6 +44,21 @@ def test_an_idle_server_ticks_once_a_second_and_its_date_header_stays_current():
         answer = httpx.get(url)
         sent = email.utils.parsedate_to_datetime(answer.headers["date"]).timestamp()
         assert time.time() - sent < 2.0  # renewed each second (the header counts whole ones)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def test_a_wall_clock_held_still_does_not_make_the_server_tick_ten_times_a_second(monkeypatch):
+    # The wall clock stepped back or held while the loop's monotonic clock runs on: each
+    # delay to "the next second" comes out the same fraction of a second, again and again.
+    held = time.time() // 1 + 0.93  # 70 ms before a second, for as long as it is held
+    monkeypatch.setattr(ticks, "time", types.SimpleNamespace(time=lambda: held))
+    server, thread, _ = _serving()
+    try:
+        first = server.ticks
+        time.sleep(3.0)
+        assert server.ticks - first <= 4  # trusting the wall clock alone: about 43
     finally:
         server.should_exit = True
         thread.join(10)
