@@ -17,6 +17,11 @@ crossing lives here, and nowhere else:
   ``run_bulk`` is the same for work over many objects (a dashboard query, a Table
   of thousands of rows), with Python's cyclic collector paused meanwhile.
 
+- loop -> a thread of its own: ``Inbox``, what the loop hands a long-lived worker (the
+  history store's writer): a put is an append, and wakes the worker only when it finds
+  the inbox empty, so a busy stream of changes costs one wake-up a batch and an idle one
+  none.
+
 Lister reads (a lock held for microseconds, no I/O) are made on the loop directly.
 """
 
@@ -24,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -33,7 +40,7 @@ from informer_core.encoded import EncodedObject
 from informer_core.gcpause import paused_gc
 from informer_core.tombstone import DeletedFinalStateUnknown
 
-__all__ = ["OUTLIVE_AT_MOST", "HubHandler", "call_on_loop", "run_blocking", "run_bulk"]
+__all__ = ["OUTLIVE_AT_MOST", "HubHandler", "Inbox", "call_on_loop", "run_blocking", "run_bulk"]
 
 T = TypeVar("T")
 
@@ -123,3 +130,56 @@ class HubHandler:
 
     def on_synced(self) -> None:
         call_on_loop(self._loop, self._synced)
+
+
+class Inbox:
+    """Items handed from the loop (or any thread) to one worker thread, taken in batches.
+
+    ``put`` never blocks and never waits for the worker; the worker's ``take`` sleeps
+    until something arrives, then a moment more (``gather``) so that a burst becomes one
+    batch. ``close`` wakes it for good.
+    """
+
+    def __init__(self) -> None:
+        self._items: deque = deque()
+        self._arrived = threading.Event()
+        self._closing = threading.Event()
+        self.closed = False
+
+    def put(self, item: Any) -> None:
+        items = self._items
+        items.append(item)
+        if len(items) == 1:
+            self._arrived.set()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def take(self, gather: float, timeout: float | None = None) -> list:
+        """Every item there is (after waiting up to ``timeout`` for one, then ``gather``
+        more seconds for the rest of its burst); ``[]`` when none came or on close."""
+        if not self._items:
+            self._arrived.wait(timeout)
+            if self.closed:
+                return self._drain()
+            if gather > 0 and self._items:
+                self._arrived.clear()
+                self._arrived.wait(gather)  # (woken early only by close)
+        return self._drain()
+
+    def _drain(self) -> list:
+        self._arrived.clear()
+        items = self._items
+        taken = []
+        while items:  # (a put after the clear sets it again: a spare wake-up, never a lost one)
+            taken.append(items.popleft())
+        return taken
+
+    def pause(self, seconds: float) -> None:
+        """Sleep ``seconds`` (the worker backing off), woken early only by ``close``."""
+        self._closing.wait(seconds)
+
+    def close(self) -> None:
+        self.closed = True
+        self._closing.set()
+        self._arrived.set()

@@ -36,6 +36,8 @@ from app.cache.signal import Signal
 from app.clusters.cluster import Cluster
 from app.clusters.config import ClusterSpec, default_of
 from app.clusters.connect import Connector, why_not_connected
+from app.history.opening import open_store
+from app.history.store import ForeignStore, HistoryStore
 from app.http.limits import StreamLimiter
 from app.http.metrics import Metrics
 from app.kube.context import context_of
@@ -115,6 +117,7 @@ class Gateway:
         limiter = self.limiter
         self.heap = SettledHeap(lambda: (limiter.opened, limiter.closed))
         self._settling: asyncio.Task | None = None
+        self.history_store: HistoryStore | None = None  # --history's, opened at start
 
     @property
     def default(self) -> Cluster | None:
@@ -222,10 +225,21 @@ class Gateway:
             cluster.access_changed()
 
     async def start(self) -> None:
+        """Start serving every cluster.
+
+        Raises:
+            ValueError: ``--history`` names no store it can open.
+            ForeignStore: the history store holds another cluster's history under a name.
+        """
         self.loop = asyncio.get_running_loop()
+        if self.settings.history:
+            self.history_store = open_store(self.settings.history,
+                                            self.settings.history_password_file)
         if self.peers is not None:
             await self.peers.start()
         for cluster in self.clusters.values():
+            if self.history_store is not None:
+                cluster.keep_history(self.history_store)
             await cluster.start()
         self._settling = asyncio.create_task(self.heap.run())
         if not self.settings.query_memory_bytes:
@@ -365,8 +379,13 @@ class Gateway:
         self.clusters[cluster.name] = cluster
         self._identity_changed()
         self._join(cluster)
+        if self.history_store is not None:
+            cluster.keep_history(self.history_store)
         if self.loop is not None:
-            await cluster.start()
+            try:
+                await cluster.start()
+            except ForeignStore as exc:  # served without history: said in its reads' 503
+                log.error("cluster %s is served without history: %s", cluster.name, exc)
         self._changed()
         log.info("serving cluster %s", cluster.name)
 
@@ -445,3 +464,5 @@ class Gateway:
         async with self._applying:
             for cluster in list(self.clusters.values()):
                 await cluster.stop()
+        if self.history_store is not None:
+            self.history_store.close()

@@ -108,6 +108,11 @@ class Settings:
     max_streams_per_client: int = 100
     stall_timeout: float = 10.0
     sse_retry_ms: int = 2_000
+    # History.
+    history: str = ""
+    history_retention: float = 86_400.0
+    history_max_bytes: int = 0
+    history_password_file: str = ""
     # Operations.
     log_level: str = "info"
     log_json: bool = False
@@ -141,6 +146,16 @@ _HELP = {
     "cluster_secret_allow": "what else a cluster Secret may ask for: proxy-url (its proxyUrl), "
                             "http (a server without TLS), insecure (tlsClientConfig.insecure) "
                             "(default: none: such a Secret is not served)",
+    "history": "keep every change the caches see, and serve the past through the same paths "
+               "(Exact lists at old versions, watches and event streams from them, /history/): "
+               "sqlite:///PATH (a file of its own) or postgresql://USER@HOST:PORT/DB (one store "
+               "several replicas share); Secrets are never kept (default: none: no history)",
+    "history_retention": "how long a change is kept: 90m, 24h, 7d; a version older answers 410 "
+                         "(default: 24h)",
+    "history_max_bytes": "the store's size bound (512Mi, 2Gi): beyond it the oldest changes "
+                         "go first (default: none: time alone)",
+    "history_password_file": "a file holding the PostgreSQL password (else KCG_HISTORY_PASSWORD, "
+                             "PGPASSWORD or PGPASSFILE): never in the URL, the log or /readyz",
     "host": "address to listen on",
     "port": "port to listen on",
     "workers": "serving processes on the one address: a number, or auto (the CPUs the "
@@ -241,7 +256,37 @@ def _workers(text: str) -> int:
 
 
 # Settings whose text is not simply their type's: ``--workers auto`` is a number of CPUs.
-_PARSERS: dict[str, Callable[[str], Any]] = {"workers": _workers}
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_SIZES = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1024, "mi": 1024**2,
+          "gi": 1024**3}
+
+
+def _duration(text: str) -> float:
+    """Seconds from ``90``, ``90s``, ``15m``, ``24h`` or ``7d``."""
+    value = text.strip().lower()
+    unit = _UNITS.get(value[-1:]) if value[-1:].isalpha() else 1.0
+    if unit is None:
+        raise ValueError(f"{text!r} is not a duration (90s, 15m, 24h, 7d)")
+    number = value[:-1] if value[-1:].isalpha() else value
+    try:
+        return float(number) * unit
+    except ValueError:
+        raise ValueError(f"{text!r} is not a duration (90s, 15m, 24h, 7d)") from None
+
+
+def _size(text: str) -> int:
+    """Bytes from ``500000``, ``512Mi``, ``2Gi`` or ``1G`` (Kubernetes' quantities)."""
+    value = text.strip()
+    digits = value.rstrip("KMGkmgi")
+    suffix = value[len(digits):].lower()
+    if suffix not in _SIZES or not digits.isdigit():
+        raise ValueError(f"{text!r} is not a size (bytes, or 512Mi, 2Gi, 1G)")
+    return int(digits) * _SIZES[suffix]
+
+
+_PARSERS: dict[str, Callable[[str], Any]] = {"workers": _workers,
+                                              "history_retention": _duration,
+                                              "history_max_bytes": _size}
 
 
 def _env_name(name: str) -> str:
@@ -309,6 +354,8 @@ _GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
                            "namespace_partitioned_lists", "access_log")),
     ("streams", ("event_ring_size", "bookmark_interval", "heartbeat_interval", "subscriber_queue",
                  "max_streams", "max_streams_per_client", "stall_timeout", "sse_retry_ms")),
+    ("history", ("history", "history_retention", "history_max_bytes",
+                 "history_password_file")),
     ("operations", ("log_level", "log_json", "max_query_length", "max_header_bytes",
                     "header_timeout", "max_pending_header_bytes", "max_connections")),
 )
@@ -454,6 +501,20 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise ValueError("--cluster-secrets needs secrets denied (--deny secrets, the default): the "
                          "cluster Secrets hold the gateway's credentials to its clusters, and must "
                          "never be served")
+    if settings.history:
+        scheme = settings.history.partition(":")[0].lower()
+        if scheme not in ("sqlite", "postgresql", "postgres"):
+            raise ValueError(f"--history takes sqlite:///PATH or postgresql://USER@HOST/DB, not "
+                             f"{scheme!r}: the store of the changes the gateway keeps")
+    if settings.history_retention <= 0:
+        raise ValueError("--history-retention must be positive (24h, 7d)")
+    if settings.history_max_bytes < 0:
+        raise ValueError("--history-max-bytes must not be negative")
+    if (settings.history_password_file or settings.history_max_bytes) and not settings.history:
+        raise ValueError("--history-password-file and --history-max-bytes are the history "
+                         "store's: they need --history")
+    if settings.history_password_file and not os.path.isfile(settings.history_password_file):
+        raise ValueError(f"--history-password-file: no such file: {settings.history_password_file}")
     if settings.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ValueError("--log-level must be debug, info, warning or error")
     return settings

@@ -156,6 +156,7 @@ FLOORS = (
     ("clusters",),
     ("auth",),
     ("cache",),
+    ("history",),
     ("kube",),
     ("query",),
     ("settings",),
@@ -211,7 +212,8 @@ def test_no_import_runs_up_a_floor_inside_app():
 
 # -- the map of app/ in the README ------------------------------------------------------
 
-WINGS = ("launch", "process", "http", "streams", "cache", "clusters", "kube", "query", "auth")
+WINGS = ("launch", "process", "http", "streams", "cache", "history", "clusters", "kube", "query",
+         "auth")
 _MAX_PER_WING = 12
 
 

@@ -94,6 +94,8 @@ class EventHub:
         self._one_by_one: set[Subscriber] = set()
         self._direct: dict[tuple, tuple[Callable, dict[Any, Subscriber]]] = {}
         self.ready = False
+        # told of each delivered burst, each point, and the ready view (``app.history.recorder``)
+        self.recorder: Any = None
         self.events_published = 0
         self._waiters: list[tuple[int, asyncio.Future]] = []  # (version, woken once reached)
 
@@ -141,6 +143,8 @@ class EventHub:
                 if last is not None and last[2] == self.seq:
                     self.points.pop()  # changes before ready: only the newest state is a point
                 self.points.append((value, value, self.seq))
+            if self.recorder is not None and self.ready:
+                self.recorder.settled(value)
         self._changed = False
         self.exact = value
         if value > self.rv:
@@ -158,6 +162,8 @@ class EventHub:
         newest = max((parse_rv(o.resource_version) for o in self.view.values()), default=0)
         self.rv = self._wire = max(self.rv, newest)
         self.ready = True
+        if self.recorder is not None:
+            self.recorder.ready(self.view, self.exact)
         self._wake()
 
     def _publish(self, type_: str, obj: EncodedObject, old: EncodedObject | None,
@@ -231,6 +237,8 @@ class EventHub:
             if not event.exact:
                 self._inexact.add(event.rv)
         self._wire = wire
+        if self.recorder is not None:
+            self.recorder.delivered(held, point, placed)
         # One pass: each subscriber gets the whole burst at once (one write, for a stream
         # whose events go straight to its connection); equal selections filter it once.
         shared: dict[int, tuple[list, list]] = {}

@@ -100,21 +100,27 @@ def too_large(requested: int, current: int) -> StatusError:
 
 
 async def fresh_enough(hub: EventHub, query: Query, listing: bool,
-                       wait: float = FRESHNESS_WAIT) -> None:
-    """Return once the view may answer ``query``'s version; else raise the API server's error.
+                       wait: float = FRESHNESS_WAIT, history: bool = False) -> bool:
+    """Return once the view may answer ``query``'s version, or whether the answer is the
+    past: an ``Exact`` list at a version the view has moved past, with ``history`` kept
+    (``app.history``: its store says then whether it has it). Else raise the API server's
+    error.
 
     Raises:
         StatusError: 504 when the watch did not bring the version within ``wait``;
-            410 for an ``Exact`` list at a version the view has moved past.
+            410 for an ``Exact`` list at a version the view has moved past, without history.
     """
     text = query.resource_version
     if not text or text == "0":
-        return
+        return False
     requested = int(text)
     if hub.rv < requested and not await hub.reached(requested, wait):
         raise too_large(requested, hub.rv)
     if listing and query.resource_version_match == "Exact" and hub.rv != requested:
+        if history:
+            return True
         raise StatusError(410, f"too old resource version: {requested} ({hub.rv}): this "
                                f"gateway's cache answers an Exact list only at its current "
                                f"version; list without resourceVersionMatch to read it",
                           "Expired")
+    return False

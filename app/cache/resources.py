@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from app.bridge import HubHandler, call_on_loop, run_blocking
 from app.cache.answer_age import HEARTBEAT_EVERY, stale_since
@@ -132,6 +133,8 @@ class ClusterCache:
         # told of each resource this process begins to load on a request (its siblings
         # load it too: see app.process.peers)
         self.announce: Callable[[GroupVersionResource], None] | None = None
+        # the recorder a loading resource's hub tells its changes (``app.history``): kept history
+        self.recorder_for: Callable[[str, str, str], Any] | None = None
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -399,6 +402,9 @@ class ClusterCache:
             old.tagged.clear()
         generic = await run_blocking(self.factory.for_resource, resource.gvr)
         hub = EventHub(self.settings.event_ring_size)
+        if self.recorder_for is not None:
+            gvr = resource.gvr
+            hub.recorder = self.recorder_for(gvr.group, gvr.version, gvr.resource)
         synced = self._syncing[resource.gvr] = loop.create_future()
         try:
             registration = await run_blocking(

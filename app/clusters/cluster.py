@@ -33,6 +33,8 @@ from app.bridge import call_on_loop
 from app.cache.resources import ClusterCache
 from app.clusters.local_rbac import STALE_AFTER, LocalRBAC
 from app.clusters.local_tokens import LocalTokens, identity_metadata
+from app.history.cluster_history import ClusterHistory
+from app.history.store import HistoryStore
 from app.kube.shapes import RequestShapes
 from app.kube.status import StatusError
 from app.query.budget import QueryMemory
@@ -115,6 +117,7 @@ class Cluster:
                     stale_after=max(STALE_AFTER, settings.authn_cache_ttl))
         self.authorization = Authorization(ResourcePolicy(settings.allow, settings.deny))
         self._namespace_resource: Any = None
+        self.history: ClusterHistory | None = None  # the changes kept (``keep_history``)
 
     @property
     def api_client(self) -> Any:
@@ -142,10 +145,39 @@ class Cluster:
         entry = await self.caches.load(self._namespace_resource, wait=self.settings.sync_timeout)
         return entry.hub.rv, [o.name for o in entry.hub.view.values()]
 
+    def keep_history(self, store: HistoryStore) -> None:
+        """Keep this cluster's changes in ``store`` (``app.history``), from its start on."""
+        settings = self.settings
+        self.history = ClusterHistory(store, self.name, settings.history_retention,
+                                      settings.history_max_bytes or None)
+        self.caches.recorder_for = self.history.recorder_for
+
+    def identity_uid(self) -> str:
+        """The cluster's identity: its ``kube-system`` namespace's UID (blocking).
+
+        Raises:
+            ValueError: it cannot be read (the gateway may not get that namespace?).
+            ConnectionError: the API server cannot be reached.
+        """
+        status, found = self.factory.get_document("/api/v1/namespaces/kube-system")
+        uid = ((found or {}).get("metadata") or {}).get("uid") if isinstance(found, dict) else None
+        if status != 200 or not isinstance(uid, str) or not uid:
+            raise ValueError(f"the cluster's identity, its kube-system namespace's UID, cannot be "
+                             f"read (the API server answered {status}): the gateway needs get "
+                             f"on namespaces")
+        return uid
+
     async def start(self) -> None:
-        """Begin serving: the caches' reaper and heartbeat, the pre-warmed loads, and the
-        following of the cluster's RBAC (``app.clusters.local_rbac``)."""
+        """Begin serving: the history's claim on its store, the caches' reaper and heartbeat,
+        the pre-warmed loads, and the following of the cluster's RBAC
+        (``app.clusters.local_rbac``).
+
+        Raises:
+            ForeignStore: the history store holds another cluster's history under this name.
+        """
         self._loop = asyncio.get_running_loop()
+        if self.history is not None:
+            await self.history.start(self.identity_uid)
         await self.caches.start(permits=self.authorization.policy.permits)
         if self.local_rbac is not None:
             await self.local_rbac.start()
@@ -203,3 +235,5 @@ class Cluster:
         if self.local_tokens is not None:
             await self.local_tokens.stop()
         await self.caches.close(error)
+        if self.history is not None:
+            await self.history.stop()  # after the caches: what they last saw is written

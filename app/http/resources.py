@@ -34,12 +34,14 @@ from app.kube.envelope import (GZIP_ABOVE, LIST_TAIL, KeptBody, ListBody, joined
                                list_head, list_length)
 from app.cache.metadata_only import check_read
 from app.cache.requested_version import check_list_options, fresh_enough
+from app.history.recorder import resource_key
 from app.kube.partial import partial, wrong_form
 from app.kube.request import (
     Accept,
     Query,
     ResourcePath,
     check_names,
+    continued_at,
     decode_continue,
     encode_continue,
     negotiate,
@@ -108,9 +110,16 @@ async def resource_answer(scope: dict, receive: Any) -> Response:
     query, resource = shape.query, shape.resource
     entry = caches.ready_entry(shape.gvr) or await caches.load(
         resource, wait=gateway.settings.sync_timeout)
-    if query.resource_version:
-        await fresh_enough(entry.hub, query, listing=shape.target.name is None)
-    if shape.target.name is not None:
+    listing = shape.target.name is None
+    history = cluster.history if listing else None
+    past = continued_at(query.continue_key) if history is not None and query.continue_key else None
+    if query.resource_version and await fresh_enough(entry.hub, query, listing=listing,
+                                                     history=history is not None):
+        past = int(query.resource_version)
+    if past is not None:
+        response = await _past_list(history, entry, shape, shape.reading(grant.namespaces),
+                                    past, gzip_ok)
+    elif not listing:
         response = _get(entry, shape)
     else:
         response = await _list(entry, shape, shape.reading(grant.namespaces), if_none_match,
@@ -309,6 +318,39 @@ async def _list(entry: ResourceCache, shape: Shape, reading: Reading,
     objects, rv, from_store = await select_consistent(entry, selection, filtered=not dashboard)
     if not from_store:
         tick = None  # the hub's view may be behind the store's marks: not kept
+    return await _answer(entry, shape, reading, objects, rv, etag, gzip_ok, list_key, tick)
+
+
+async def _past_list(history: Any, entry: ResourceCache, shape: Shape, reading: Reading,
+                     version: int, gzip_ok: bool) -> Response:
+    """An ``Exact`` list at a version the cache has moved past, from the history store
+    (``app.history``), answered in every form a list of the present is; its pages are read
+    at the same version (their continue tokens carry it)."""
+    resource = entry.resource
+    key = resource_key(resource.group, resource.version, resource.resource)
+    await history.covering(key, version, entry.hub.rv)
+    selection = reading.selection
+    if shape.query.view_text:
+        selection = selection.unfiltered()  # a dashboard's filters are its query's (``_answer``)
+    objects = await history.state_at(key, version, selection.namespace)
+    if not selection.namespace_only:
+        matches = selection.matches
+        objects = (await run_bulk(lambda: [o for o in objects if matches(o)])
+                   if len(objects) >= _BULK_ABOVE else [o for o in objects if matches(o)])
+    etag = f'"past-{version}-{reading.digest}"'  # a past state never changes
+    return await _answer(entry, shape, reading, objects, str(version), etag, gzip_ok, None,
+                         None, past=version)
+
+
+async def _answer(entry: ResourceCache, shape: Shape, reading: Reading, objects: list,
+                  rv: str, etag: str, gzip_ok: bool, list_key: Hashable | None,
+                  tick: int | None, past: int | None = None) -> Response:
+    """A list's answer from ``objects`` (selected, in key order) at version ``rv``: a
+    dashboard's query, the page ``continue`` and ``limit`` ask for, in the accepted form;
+    kept (``_keep``) when ``list_key`` and ``tick`` allow."""
+    query, accept, selection = shape.query, shape.accept, reading.selection
+    fingerprint = reading.fingerprint
+    dashboard = bool(query.view_text)
     places = None
     if dashboard:
         result = await entry.queries.result(objects, query, fingerprint, rv)
@@ -340,7 +382,7 @@ async def _list(entry: ResourceCache, shape: Shape, reading: Reading,
         remaining = len(objects) - end
         last = end - 1
         token = encode_continue(objects[last].key, fingerprint,
-                                places[last] if places is not None else None)
+                                places[last] if places is not None else None, past)
     objects = objects[start:end] if start or end < len(objects) else objects
     if accept.kind == "table":
         body = await render_table(len(objects), (o.to_dict() for o in objects), entry.printer,

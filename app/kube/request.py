@@ -30,7 +30,7 @@ from informer_core.fields import FieldSelector, parse_field_selector
 from informer_core.labels import Selector, parse_selector, selector_from_set
 from informer_core.validation import is_dns1123_label, is_valid_object_name
 
-__all__ = ["CACHED_UP_TO", "Accept", "Query", "ResourcePath", "check_names", "decode_continue", "encode_continue",
+__all__ = ["CACHED_UP_TO", "Accept", "Query", "ResourcePath", "check_names", "continued_at", "decode_continue", "encode_continue",
            "negotiate", "parse_path", "parse_query"]
 
 _GO_TRUE = ("1", "t", "T", "true", "True", "TRUE")
@@ -199,13 +199,27 @@ def _non_negative_int(name: str, value: str) -> int:
 _INT64_MAX = 2**63 - 1  # the API server's parameters are int64
 
 
-def encode_continue(key: str, query_fingerprint: str, place: tuple | None = None) -> str:
+def encode_continue(key: str, query_fingerprint: str, place: tuple | None = None,
+                    version: int | None = None) -> str:
     """Make a continue token: resume after ``key`` (at ``place`` in a sorted list) for the
-    same query."""
+    same query; ``version``: the past version the first page was read at (every page is)."""
     doc: dict = {"v": 1, "k": key, "q": query_fingerprint}
     if place is not None:
         doc["p"] = place
+    if version is not None:
+        doc["r"] = version
     return base64.urlsafe_b64encode(orjson.dumps(doc)).decode()
+
+
+def continued_at(token: str) -> int | None:
+    """The past version a continue token's pages are read at (``None``: the present, or
+    not a token of ours — ``decode_continue`` says so)."""
+    try:
+        doc = orjson.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
+    except (ValueError, binascii.Error, orjson.JSONDecodeError):
+        return None
+    version = doc.get("r") if isinstance(doc, dict) else None
+    return version if type(version) is int and 0 < version <= _INT64_MAX else None
 
 
 def decode_continue(token: str, query_fingerprint: str) -> tuple[str, list | None]:

@@ -128,3 +128,40 @@ def test_every_crossing_between_threads_and_the_loop_goes_through_the_bridge():
              for path in sorted(root.rglob("*.py")) if path.name != "bridge.py" or path.parent != root
              if (hits := crossings(path.read_text()))}
     assert found == {}, found
+
+
+def test_an_inbox_hands_a_burst_over_as_one_batch_and_wakes_its_worker_once():
+    inbox = bridge.Inbox()
+    batches = []
+
+    def worker():
+        while not inbox.closed:
+            taken = inbox.take(0.05, timeout=5)
+            if taken:
+                batches.append(taken)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        for n in range(100):
+            inbox.put(n)
+        deadline = time.monotonic() + 5
+        while sum(len(b) for b in batches) < 100 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [n for b in batches for n in b] == list(range(100))
+        assert len(batches) == 1  # the burst gathered: one wake-up, one batch
+    finally:
+        inbox.close()
+        thread.join(5)
+    assert not thread.is_alive()
+
+
+def test_an_idle_inbox_returns_nothing_after_its_timeout_and_close_ends_a_pause_at_once():
+    inbox = bridge.Inbox()
+    started = time.monotonic()
+    assert inbox.take(0.0, timeout=0.1) == []
+    assert time.monotonic() - started >= 0.09
+    threading.Timer(0.1, inbox.close).start()
+    started = time.monotonic()
+    inbox.pause(10)
+    assert time.monotonic() - started < 5

@@ -167,3 +167,26 @@ def test_help_groups_every_flag_says_one_default_and_lists_choices():
     by_flag = {a.option_strings[0]: a for a in flags}
     assert "one of none, kubernetes" in by_flag["--authz"].help
     assert "one of debug, info, warning, error" in by_flag["--log-level"].help
+
+
+def test_history_flags_read_durations_and_sizes_and_refuse_what_names_no_store(monkeypatch,
+                                                                               tmp_path):
+    settings = parse(["--history", "sqlite:///var/lib/h.db", "--history-retention", "7d",
+                      "--history-max-bytes", "2Gi"])
+    assert settings.history == "sqlite:///var/lib/h.db"
+    assert settings.history_retention == 7 * 86400 and settings.history_max_bytes == 2 * 1024**3
+    assert parse(["--history", "sqlite:///h.db", "--history-retention", "90m"]).history_retention \
+        == 5400
+    assert parse([]).history == "" and parse([]).history_retention == 86400
+    for argv, said in ((["--history", "mysql://x/y"], "sqlite:///PATH or postgresql://"),
+                       (["--history-max-bytes", "1Gi"], "need --history"),
+                       (["--history", "sqlite:///h.db", "--history-retention", "0"], "positive"),
+                       (["--history", "sqlite:///h.db", "--history-password-file",
+                         str(tmp_path / "none")], "no such file")):
+        with pytest.raises(ValueError, match=said):
+            parse(argv)
+    for argv in (["--history-retention", "soon"], ["--history-max-bytes", "lots"]):
+        with pytest.raises(SystemExit):
+            parse(argv)
+    assert parse([], monkeypatch, {"KCG_HISTORY": "postgresql://kcg@db/h",
+                                   "KCG_HISTORY_RETENTION": "3600"}).history_retention == 3600

@@ -1,0 +1,170 @@
+"""One cluster's history: its writer, a recorder per cached resource, and the reads of the past.
+
+``ClusterHistory`` is what a ``Cluster`` holds when the gateway keeps history
+(``--history``): the caches ask it for a ``Recorder`` as each resource loads, and the HTTP
+layer asks it for the state at a past version. It binds the store to the cluster first
+(``claim``: the store refuses another cluster's history under the same name), from the
+cluster's own identity, its ``kube-system`` namespace's UID — what stays the same for the
+cluster's whole life and differs between clusters.
+
+What is never recorded: Secrets (their history would be every credential the cluster ever
+held, readable by whoever may list Secrets today), and resources the resource policy denies
+(they are never cached in the first place).
+
+What a read of the past may cost. Reads run on threads, at most ``MAX_READS`` at once per
+cluster and ``MAX_WAITING`` waiting: beyond that 429 with ``Retry-After``, as the API
+server's priority and fairness answers, so that a caller asking for every version at once
+cannot take the store (or the threads) from everyone else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from app.bridge import run_blocking
+from app.history.recorder import Recorder, resource_key
+from app.history.store import ForeignStore, HistoryStore, StoreUnavailable
+from app.history.writer import HistoryWriter
+from app.kube.status import StatusError
+from informer_core.encoded import EncodedObject
+
+__all__ = ["NEVER_KEPT", "ClusterHistory", "expired"]
+
+log = logging.getLogger(__name__)
+
+NEVER_KEPT = frozenset({("", "secrets")})  # (group, resource)
+MAX_READS = 4
+MAX_WAITING = 64
+CATCH_UP_WAIT = 3.0  # seconds a read of a version the cache has passed waits for the writer
+
+
+def expired(version: int, oldest: int | None) -> StatusError:
+    """The API server's 410 for a version it no longer has, with what the store still has."""
+    told = (f"the oldest version kept is {oldest}" if oldest is not None else
+            "nothing is kept for it yet")
+    return StatusError(410, f"too old resource version: {version} ({told}): the gateway's "
+                            f"history does not hold this version", "Expired")
+
+
+class ClusterHistory:
+    """One cluster's recorders, writer and reads of the past; see the module docstring."""
+
+    def __init__(self, store: HistoryStore, cluster: str, retention: float,
+                 max_bytes: int | None = None) -> None:
+        self.store = store
+        self.cluster = cluster
+        self.writer = HistoryWriter(store, cluster, retention, max_bytes, claim=self._claim)
+        self._uid: Callable[[], str] | None = None
+        self._reads = asyncio.Semaphore(MAX_READS)
+        self._waiting = 0
+        self.recorders: dict[str, Recorder] = {}
+
+    @property
+    def refused(self) -> str | None:
+        """Why this cluster's history is not kept (the store is another cluster's)."""
+        return self.writer.refused
+
+    async def start(self, cluster_uid: Callable[[], str]) -> None:
+        """Claim the store for this cluster (``cluster_uid``: its identity, asked on a thread)
+        and start writing. A claim that cannot be made now (the API server or the store not
+        reachable) is the writer's to make again before it writes anything: a history of a
+        cluster not known could be another's.
+
+        Raises:
+            ForeignStore: the store holds another cluster's history under this name.
+        """
+        self._uid = cluster_uid
+        try:
+            await run_blocking(self.writer.claim)
+        except ForeignStore as exc:
+            self.writer.refused = str(exc)
+            raise
+        except (StoreUnavailable, OSError, ValueError) as exc:
+            log.warning("history of cluster %s: the store is not claimed yet (tried again "
+                        "before the first write): %s", self.cluster, exc)
+        self.writer.start()
+
+    def _claim(self) -> None:
+        assert self._uid is not None
+        self.store.create()  # (idempotent: a store is made on first use, by whichever replica)
+        self.store.claim(self.cluster, self._uid())
+
+    async def stop(self) -> None:
+        await run_blocking(self.writer.stop)
+
+    def recorder_for(self, group: str, version: str, resource: str) -> Recorder | None:
+        """The recorder of a resource loading now; ``None`` for what is never kept."""
+        if (group, resource) in NEVER_KEPT or self.refused is not None:
+            return None
+        key = resource_key(group, version, resource)
+        recorder = self.recorders[key] = Recorder(self.writer, key)
+        return recorder
+
+    # -- reading ------------------------------------------------------------------------
+
+    def problem(self) -> str | None:
+        """Why the past cannot be read now, if it cannot."""
+        if not self.writer.claimed:
+            return self.writer.problem or "the store is not claimed for the cluster yet"
+        return self.writer.problem
+
+    def _unavailable(self, why: str) -> StatusError:
+        return StatusError(503, f"the history of cluster {self.cluster} cannot be read now: "
+                                f"{why}", "ServiceUnavailable", headers={"Retry-After": "5"})
+
+    async def _read(self, fn: Callable[..., Any], *args: Any) -> Any:
+        problem = self.problem()
+        if problem is not None:
+            raise self._unavailable(problem)
+        if self._waiting >= MAX_WAITING:
+            raise StatusError(429, "too many reads of the past at once; try again shortly",
+                              "TooManyRequests", headers={"Retry-After": "1"})
+        self._waiting += 1
+        try:
+            async with self._reads:
+                return await run_blocking(fn, *args)
+        except StoreUnavailable as exc:
+            raise self._unavailable(str(exc)) from None
+        finally:
+            self._waiting -= 1
+
+    async def covering(self, resource: str, version: int, current: int) -> None:
+        """Return once the store answers for ``version`` (waiting for the writer while the
+        cache has the version and the store not yet); else raise.
+
+        Raises:
+            StatusError: 410 for a version the store does not hold; 503 when it cannot be read.
+        """
+        spans = await self._read(self.store.spans, self.cluster, resource)
+        if _within(spans, version):
+            return
+        newest = max((hi for _, hi in spans), default=0)
+        if newest < version <= current:  # the cache passed it; the writer is on its way
+            await run_blocking(self.writer.flushed, CATCH_UP_WAIT)
+            spans = await self._read(self.store.spans, self.cluster, resource)
+            if _within(spans, version):
+                return
+        raise expired(version, spans[0][0] if spans else None)
+
+    async def state_at(self, resource: str, version: int,
+                       namespace: str | None) -> list[EncodedObject]:
+        """The objects there at ``version`` (in ``namespace`` if given), in key order;
+        ``covering`` first."""
+        return await self._read(self._state_at, resource, version, namespace)
+
+    def _state_at(self, resource: str, version: int, namespace: str | None) -> list[EncodedObject]:
+        rows = self.store.live_at(self.cluster, resource, version, namespace)
+        objects = [EncodedObject(bytes(raw)) for _, _, _, raw in rows]
+        objects.sort(key=_key)
+        return objects
+
+
+def _within(spans: list[tuple[int, int]], version: int) -> bool:
+    return any(lo <= version <= hi for lo, hi in spans)
+
+
+def _key(obj: EncodedObject) -> str:
+    return obj.key
