@@ -26,7 +26,7 @@ from typing import Any
 
 from app.bridge import run_blocking
 from app.history.recorder import Recorder, resource_key
-from app.history.store import ForeignStore, HistoryStore, StoreUnavailable
+from app.history.store import ForeignStore, HistoryStore, Row, StoreUnavailable
 from app.history.writer import HistoryWriter
 from app.kube.status import StatusError
 from informer_core.encoded import EncodedObject
@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 NEVER_KEPT = frozenset({("", "secrets")})  # (group, resource)
 MAX_READS = 4
 MAX_WAITING = 64
+MAX_REPLAY = 100_000  # changes a stream resumed from the store may be given before it goes live
 CATCH_UP_WAIT = 3.0  # seconds a read of a version the cache has passed waits for the writer
 
 
@@ -131,28 +132,57 @@ class ClusterHistory:
         finally:
             self._waiting -= 1
 
-    async def covering(self, resource: str, version: int, current: int) -> None:
-        """Return once the store answers for ``version`` (waiting for the writer while the
-        cache has the version and the store not yet); else raise.
+    async def span_of(self, resource: str, version: int, current: int) -> tuple[int, int]:
+        """The span of versions the store is exact at that holds ``version`` (waiting for the
+        writer while the cache has passed the version and the store has not yet).
 
         Raises:
             StatusError: 410 for a version the store does not hold; 503 when it cannot be read.
         """
         spans = await self._read(self.store.spans, self.cluster, resource)
-        if _within(spans, version):
-            return
-        newest = max((hi for _, hi in spans), default=0)
-        if newest < version <= current:  # the cache passed it; the writer is on its way
+        found = _span_of(spans, version)
+        if found is None and max((hi for _, hi in spans), default=0) < version <= current:
             await run_blocking(self.writer.flushed, CATCH_UP_WAIT)
             spans = await self._read(self.store.spans, self.cluster, resource)
-            if _within(spans, version):
-                return
-        raise expired(version, spans[0][0] if spans else None)
+            found = _span_of(spans, version)
+        if found is None:
+            raise expired(version, spans[0][0] if spans else None)
+        return found
+
+    async def flushed(self, timeout: float = CATCH_UP_WAIT) -> bool:
+        """Wait until what the recorders handed over so far is written."""
+        return await run_blocking(self.writer.flushed, timeout)
+
+    async def changes(self, resource: str, after: int, upto: int, namespace: str | None
+                      ) -> tuple[dict[tuple[str, str], bytes], list[Row]]:
+        """The changes after ``after`` up to ``upto`` (oldest first, in ``namespace`` if
+        given), and the state at ``after`` of each object they change (a watch's transitions
+        need an object's previous state).
+
+        Raises:
+            StatusError: 410 when more than ``MAX_REPLAY`` changes are asked for (a list
+                from the present is the cheaper way there), 503 when the store cannot be read.
+        """
+        return await self._read(self._changes, resource, after, upto, namespace)
+
+    def _changes(self, resource: str, after: int, upto: int, namespace: str | None
+                 ) -> tuple[dict[tuple[str, str], bytes], list[Row]]:
+        rows = self.store.changes_after(self.cluster, resource, after, upto, MAX_REPLAY + 1,
+                                        namespace)
+        if len(rows) > MAX_REPLAY:
+            raise StatusError(410, f"too old resource version: {after}: more than {MAX_REPLAY} "
+                                   f"changes since; list again and watch from its version",
+                              "Expired")
+        changed = {(r.namespace, r.name) for r in rows}
+        before = {(ns, name): bytes(raw) for ns, name, _, raw in
+                  self.store.live_at(self.cluster, resource, after, namespace)
+                  if (ns, name) in changed}
+        return before, rows
 
     async def state_at(self, resource: str, version: int,
                        namespace: str | None) -> list[EncodedObject]:
         """The objects there at ``version`` (in ``namespace`` if given), in key order;
-        ``covering`` first."""
+        ``span_of`` first."""
         return await self._read(self._state_at, resource, version, namespace)
 
     def _state_at(self, resource: str, version: int, namespace: str | None) -> list[EncodedObject]:
@@ -162,8 +192,10 @@ class ClusterHistory:
         return objects
 
 
-def _within(spans: list[tuple[int, int]], version: int) -> bool:
-    return any(lo <= version <= hi for lo, hi in spans)
+def _span_of(spans: list[tuple[int, int]], version: int) -> tuple[int, int] | None:
+    """The widest span holding ``version`` (spans of replicas overlap)."""
+    found = [(lo, hi) for lo, hi in spans if lo <= version <= hi]
+    return max(found, key=lambda span: span[1]) if found else None
 
 
 def _key(obj: EncodedObject) -> str:

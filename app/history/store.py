@@ -379,12 +379,17 @@ class HistoryStore:
         return {(ns, name): rv for ns, name, rv in rows}
 
     def changes_after(self, cluster: str, resource: str, version: int, upto: int,
-                      limit: int) -> list[Row]:
-        """The changes after ``version`` up to ``upto``, oldest first, at most ``limit``."""
+                      limit: int, namespace: str | None = None) -> list[Row]:
+        """The changes after ``version`` up to ``upto`` (in ``namespace`` if given), oldest
+        first, at most ``limit``."""
+        where = " AND namespace = ?" if namespace is not None else ""
+        params: tuple = (cluster, resource, version, upto)
+        if namespace is not None:
+            params += (namespace,)
         rows = self._run(lambda c: _fetch(c, self._sql(
             "SELECT kind, rv, namespace, name, received, object FROM kcg_changes WHERE"
-            " cluster = ? AND resource = ? AND rv > ? AND rv <= ? ORDER BY rv, namespace, name"
-            " LIMIT ?"), (cluster, resource, version, upto, limit)))
+            " cluster = ? AND resource = ? AND rv > ? AND rv <= ?" + where +
+            " ORDER BY rv, namespace, name LIMIT ?"), params + (limit,)))
         return [Row(k, rv, ns, n, r, bytes(o)) for k, rv, ns, n, r, o in rows]
 
     def newest_first(self, cluster: str, resource: str, below: tuple[int, str, str] | None,

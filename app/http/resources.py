@@ -328,7 +328,7 @@ async def _past_list(history: Any, entry: ResourceCache, shape: Shape, reading: 
     at the same version (their continue tokens carry it)."""
     resource = entry.resource
     key = resource_key(resource.group, resource.version, resource.resource)
-    await history.covering(key, version, entry.hub.rv)
+    await history.span_of(key, version, entry.hub.rv)
     selection = reading.selection
     if shape.query.view_text:
         selection = selection.unfiltered()  # a dashboard's filters are its query's (``_answer``)

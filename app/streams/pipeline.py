@@ -64,6 +64,7 @@ from app.query.selection import Selection
 from app.kube.status import StatusError
 from app.streams.handover import hand_over
 from app.streams.live import PARK, LiveStream
+from app.streams.past import Past, past_events
 from app.streams.wire import CYCLE_KEY, LOST_KEY
 
 __all__ = ["StreamBody", "StreamEncoder", "open_stream"]
@@ -85,9 +86,14 @@ class StreamEncoder(Protocol):
     async def catch_up(self, entry: ResourceCache) -> None:
         """Wait (briefly) until the cache has reached the version the client resumes from."""
 
-    def begin(self, entry: ResourceCache, subscriber: Subscriber) -> tuple[Iterable[bytes], bool]:
+    def resumes_from(self) -> int:
+        """The version the client resumes from, if it names one (0: none)."""
+
+    def begin(self, entry: ResourceCache, subscriber: Subscriber,
+              past: Past | None = None) -> tuple[Iterable[bytes], bool]:
         """The first chunks (state or replay), joined as they are taken, and whether the
-        stream goes on live. What they hold is fixed when ``begin`` returns."""
+        stream goes on live. What they hold is fixed when ``begin`` returns. ``past``: the
+        stored events after the client's version, when the ring no longer has them."""
 
     def events(self, batch: list[tuple[Event, str]]) -> bytes:
         """A batch of live events."""
@@ -124,9 +130,11 @@ async def open_stream(gateway: Any, cluster: Any, request: Request, grant: Grant
     except BaseException:
         gateway.limiter.release(client)
         raise
+    past = None
     try:
         await encoder.catch_up(entry)  # a version given by another process may be a moment ahead
         await entry.queries.warm(entry.hub, selection)  # filters' values read off the loop
+        past = await _from_history(cluster, entry, encoder, selection)
         await entry.hub.between_bursts()
     except BaseException:
         gateway.limiter.release(client)
@@ -134,7 +142,7 @@ async def open_stream(gateway: Any, cluster: Any, request: Request, grant: Grant
     gateway.metrics.stream_opened(encoder.name)
     hub = entry.hub
     subscriber = Subscriber(selection, settings.subscriber_queue, client)
-    first, live = encoder.begin(entry, subscriber)
+    first, live = encoder.begin(entry, subscriber, past)
     if live:
         hub.subscribe(subscriber)  # no await since the first state: nothing missed
     stream = LiveStream(gateway, cluster, hub, subscriber, encoder, grant,
@@ -142,6 +150,24 @@ async def open_stream(gateway: Any, cluster: Any, request: Request, grant: Grant
     return StreamBody(stream.body(first, live, request.scope), subscriber,
                       settings.stall_timeout, media_type=encoder.media_type,
                       headers=encoder.headers, live=stream)
+
+
+async def _from_history(cluster: Any, entry: ResourceCache, encoder: StreamEncoder,
+                        selection: Selection) -> Past | None:
+    """The stored events a stream resumes with, when its version is older than the ring
+    and the cluster keeps history (``app.streams.past``)."""
+    version = encoder.resumes_from()
+    history = cluster.history
+    hub = entry.hub
+    if (not version or history is None or hub.events_after_rv(version) is not None
+            or hub.ahead_of(version)):
+        return None
+    try:
+        return await past_events(history, entry, version, selection.namespace)
+    except StatusError as error:
+        if error.code == 410:
+            return None  # not kept either: the encoder says 410 (or RESET), as without history
+        raise
 
 
 class StreamBody(StreamingResponse):

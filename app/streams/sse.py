@@ -40,6 +40,7 @@ from app.query.fieldpath import FieldPath
 from app.cache.requested_version import FRESHNESS_WAIT
 from app.query.projection import Projection
 from app.kube.status import StatusError, status_body
+from app.streams.past import Past
 
 __all__ = ["SSEEncoder"]
 
@@ -99,14 +100,21 @@ class SSEEncoder:
         if version > entry.hub.rv:
             await entry.hub.placed(version, FRESHNESS_WAIT)
 
-    def begin(self, entry: ResourceCache, subscriber: Subscriber) -> tuple[Iterable[bytes], bool]:
-        """The missed events after ``Last-Event-ID``; else (RESET and) the state, then SYNCED."""
+    def resumes_from(self) -> int:
+        return parse_rv(self._last_id) if self._last_id.isdigit() else 0
+
+    def begin(self, entry: ResourceCache, subscriber: Subscriber,
+              past: Past | None = None) -> tuple[Iterable[bytes], bool]:
+        """The missed events after ``Last-Event-ID`` (from the history's ``past`` where the
+        ring no longer has them); else (RESET and) the state, then SYNCED."""
         hub = entry.hub
         if self._fields is not None:
             self._projection = entry.queries.projection(*self._fields)
         first: list[bytes] = [_retry(self._retry_ms)]
         last_id = self._last_id
         replay = hub.events_after_id(last_id) if last_id else None
+        if replay is None and past is not None:
+            replay = past.joined(hub)
         if replay is not None:
             missed = subscriber.replay(replay)
             if missed:

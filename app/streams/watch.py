@@ -39,6 +39,7 @@ from app.kube.partial import answer_type, partial
 from app.kube.request import Accept, Query
 from app.kube.status import StatusError, status_body
 from app.kube.table import table_bytes
+from app.streams.past import Past
 
 __all__ = ["INITIAL_EVENTS_END", "WatchEncoder"]
 
@@ -80,8 +81,15 @@ class WatchEncoder:
         if version > entry.hub.rv:
             await entry.hub.placed(version, FRESHNESS_WAIT)
 
-    def begin(self, entry: ResourceCache, subscriber: Subscriber) -> tuple[Iterable[bytes], bool]:
-        """All current objects for no version or ``"0"``; else the events after it, or 410."""
+    def resumes_from(self) -> int:
+        if self.query.send_initial_events:
+            return 0
+        return parse_rv(self.query.resource_version)
+
+    def begin(self, entry: ResourceCache, subscriber: Subscriber,
+              past: Past | None = None) -> tuple[Iterable[bytes], bool]:
+        """All current objects for no version or ``"0"``; else the events after it (from the
+        history's ``past`` where the ring no longer has them), or 410."""
         self.entry = entry
         self.subscriber = subscriber
         hub = entry.hub
@@ -104,6 +112,8 @@ class WatchEncoder:
         if version in ("", "0"):  # sendInitialEvents=false: from now, without the state
             return [], True
         events = hub.events_after_rv(parse_rv(version), watch=True)
+        if events is None and past is not None:
+            events = past.joined(hub)
         if events is None and hub.ahead_of(parse_rv(version)):
             subscriber.since = parse_rv(version)  # given by another process: it is ahead
             return [], True
