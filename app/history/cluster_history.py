@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.bridge import run_blocking
+from app.history.patches import change_item
 from app.history.recorder import Recorder, resource_key
 from app.history.store import ForeignStore, HistoryStore, Row, StoreUnavailable
 from app.history.writer import HistoryWriter
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 NEVER_KEPT = frozenset({("", "secrets")})  # (group, resource)
 MAX_READS = 4
 MAX_WAITING = 64
+PAGE_SCAN = 10_000  # rows read at most for one page of /history/
 MAX_REPLAY = 100_000  # changes a stream resumed from the store may be given before it goes live
 CATCH_UP_WAIT = 3.0  # seconds a read of a version the cache has passed waits for the writer
 
@@ -178,6 +180,43 @@ class ClusterHistory:
                   self.store.live_at(self.cluster, resource, after, namespace)
                   if (ns, name) in changed}
         return before, rows
+
+    async def page(self, resource: str, below: tuple[int, str, str] | None,
+                   namespace: str | None, name: str | None, since: float | None,
+                   until: float | None, limit: int, matches: Callable[[Any], bool] | None,
+                   with_object: bool) -> tuple[list[dict[str, Any]], tuple[int, str, str] | None]:
+        """One page of changes for people, newest first (``app.history.patches``): the items,
+        and the place the next page starts below (``None``: the last page). ``matches``: a
+        selection a change's object (or its previous state) must match. At most
+        ``PAGE_SCAN`` rows are read for one page: a selection that matches little answers a
+        short page and a place to go on from, as the API server's ``limit`` is a maximum."""
+        return await self._read(self._page, resource, below, namespace, name, since, until,
+                                limit, matches, with_object)
+
+    def _page(self, resource: str, below: tuple[int, str, str] | None, namespace: str | None,
+              name: str | None, since: float | None, until: float | None, limit: int,
+              matches: Callable[[Any], bool] | None, with_object: bool
+              ) -> tuple[list[dict[str, Any]], tuple[int, str, str] | None]:
+        items: list[dict[str, Any]] = []
+        scanned = 0
+        while len(items) < limit and scanned < PAGE_SCAN:
+            rows = self.store.newest_first(self.cluster, resource, below, namespace, name,
+                                           since, until, min(PAGE_SCAN - scanned, 4 * limit))
+            if not rows:
+                return items, None
+            for row in rows:
+                scanned += 1
+                below = (row.rv, row.namespace, row.name)
+                before = self.store.previous(self.cluster, resource, row.namespace, row.name,
+                                             row.rv)
+                if matches is not None and not (
+                        matches(EncodedObject(row.raw)) or
+                        (before is not None and matches(EncodedObject(before)))):
+                    continue
+                items.append(change_item(row, before, with_object))
+                if len(items) >= limit:
+                    break
+        return items, below
 
     async def state_at(self, resource: str, version: int,
                        namespace: str | None) -> list[EncodedObject]:

@@ -56,7 +56,8 @@ class Recorder:
     def delivered(self, held: list, point: int, placed: bool) -> None:
         """A burst the hub delivered: its events (stamped), the point it ended at (0: none),
         and whether each stood at its own version."""
-        put, resource, now = self.writer.put, self.resource, self._clock()
+        # (to the microsecond, as the time is written: ``since`` a change's time includes it)
+        put, resource, now = self.writer.put, self.resource, round(self._clock(), 6)
         for event in held:
             obj = event.obj
             put(resource, Change(_KINDS[event.type], event.own or event.rv, obj.namespace,

@@ -134,7 +134,7 @@ class HistoryWriter:
         try:
             if not self.claimed:
                 self.claim()
-            self.written += self.store.write(self.cluster, batch, self._clock())
+            self.written += self.store.write(self.cluster, batch, round(self._clock(), 6))
         except ForeignStore as exc:
             self.refused = self.problem = str(exc)
             log.error("history of %s is not kept: %s", self.cluster, exc)

@@ -50,6 +50,8 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 
 from app.http.access_log import AccessLog
+from app.http.history import PREFIX as HISTORY_PREFIX
+from app.http.history import history_answer
 from app.http.merged import merged_endpoint
 from app.http.resources import resource_answer
 from app.kube.context import RequestContext
@@ -69,7 +71,8 @@ _PROBES_AND_METRICS = frozenset({"/healthz", "/livez", "/readyz", "/metrics"})
 _MERGED = "/clusters/*"  # the prefix of merged reads (app.http.merged)
 # the gateway's own paths: at the top only (404 under /clusters/...), whatever clusters it serves
 _GATEWAY_WIDE = _PROBES_AND_METRICS | {"/clusters"}
-_KEEP_SLASH = frozenset({"/ui"})  # the page at /ui/: its relative links need the slash
+_KEEP_SLASH = frozenset({"/ui"})
+_HISTORY = HISTORY_PREFIX + "/"  # the past of a resource path (app.http.history)  # the page at /ui/: its relative links need the slash
 
 
 def without_trailing_slashes(path: str) -> str:
@@ -206,7 +209,7 @@ class GatewayApp:
                     await gateway.authorize_own(scope, route)
                 elif cluster is None or own:  # who asks, and no more: a 404 or 503 follows
                     await gateway.authenticate(scope)
-                elif route == "resource":
+                elif route in ("resource", "history"):
                     authorization = cluster.authorization
                     if authorization.identify(scope) is None:  # no kept review
                         await authorization.authenticate(scope)
@@ -217,6 +220,9 @@ class GatewayApp:
                                 f"under {context.prefix}/", resource="clusters",
                                 name=context.prefix[10:])
             merged = context.prefix == _MERGED
+            if merged and route == "history":
+                raise not_found("the history is each cluster's: /clusters/NAME/history/...",
+                                resource="clusters", name="*")
             if merged and route != "resource":
                 raise not_found("only collection paths are merged under /clusters/*/ (discovery "
                                 "and /version are each cluster's: /clusters/NAME/...)",
@@ -233,7 +239,7 @@ class GatewayApp:
         except StatusError as error:
             await status_response(error)(scope, receive, send)
             return
-        if route != "resource":
+        if route not in ("resource", "history"):
             await self.api(scope, receive, send)
             return
         # a resource's answer, here rather than in a call of its own: the cheapest answer
@@ -244,8 +250,12 @@ class GatewayApp:
         scope["app"] = self.api  # what ``request.app`` reads
         try:
             try:
-                response = await (merged_endpoint(Request(scope, receive))
-                                  if context.prefix == _MERGED else resource_answer(scope, receive))
+                if route == "history":
+                    response = await history_answer(scope, receive)
+                else:
+                    response = await (merged_endpoint(Request(scope, receive))
+                                      if context.prefix == _MERGED else
+                                      resource_answer(scope, receive))
             except StatusError as error:
                 response = status_response(error)
             await response(scope, receive, send)
@@ -273,6 +283,8 @@ def _host_name(header: bytes) -> str:
 
 def route_label(path: str) -> str:
     """The ``route`` label of the latency histogram: a few fixed values, never the path itself."""
+    if path.startswith(_HISTORY):
+        return "history"
     if is_resource_path(path):
         return "resource"
     if path in ("/healthz", "/readyz", "/livez", "/metrics", "/version", "/api", "/apis",

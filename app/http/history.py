@@ -1,0 +1,130 @@
+"""``/history/`` + a list or object path: the changes the gateway kept, newest first, for people.
+
+``/history/core/v1/namespaces/shop/pods`` (or ``/history/api/v1/...``, ``/history/apis/apps/v1/
+...``) answers a ``ChangeList``: each change's ``type``, ``resourceVersion``, the ``time`` the
+gateway received it, the ``object`` after it and an RFC 6902 ``patch`` from the object's
+previous version (``app.history.patches``). A path naming one object gives that object's
+history. ``since`` and ``until`` (RFC 3339) bound the times; ``labelSelector`` and
+``fieldSelector`` select by the object after the change or before it (a change that moved an
+object out of a selection is part of its history); ``limit`` (at most 1,000, default 100) and
+``continue`` page; ``fields=patch`` leaves the objects out.
+
+Reading the past is reading: the access is the ``list`` of the resource (``get`` of the
+object) in that namespace, decided as for the present (``app.auth.authorization``: the same
+401 and 403), so whoever may not read Pods today reads no Pod's history either. Secrets are
+never kept. A gateway without ``--history`` answers 404, saying so.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import datetime
+from typing import Any
+from urllib.parse import parse_qsl
+
+import orjson
+from starlette.responses import Response
+
+from app.history.recorder import resource_key
+from app.http.resources import check_scope
+from app.kube.access import Access
+from app.kube.context import context_of
+from app.kube.request import check_names, parse_path
+from app.kube.status import StatusError, bad_request, not_found
+from app.query.selection import Selection
+from informer_core.fields import parse_field_selector
+from informer_core.labels import parse_selector
+from informer_core.errors import SelectorError
+
+__all__ = ["PREFIX", "history_answer"]
+
+PREFIX = "/history"
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+
+
+def _time(name: str, text: str) -> float:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise bad_request(f"invalid value {text[:64]!r} for {name}: not an RFC 3339 time "
+                          f"(2026-12-05T10:00:00Z)") from None
+
+
+def _place(token: str, fingerprint: str) -> tuple[int, str, str]:
+    try:
+        doc = orjson.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
+        rv, namespace, name = doc["at"]
+        if doc.get("q") != fingerprint or type(rv) is not int or not isinstance(namespace, str) \
+                or not isinstance(name, str):
+            raise ValueError
+    except (ValueError, KeyError, TypeError, binascii.Error, orjson.JSONDecodeError):
+        raise bad_request(f"invalid continue token {token[:64]!r}: not one this history "
+                          f"query issued; start again without 'continue'") from None
+    return rv, namespace, name
+
+
+def _token(place: tuple[int, str, str], fingerprint: str) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps({"at": list(place), "q": fingerprint})).decode()
+
+
+async def history_answer(scope: dict, receive: Any) -> Response:
+    """Answer ``GET /history/...`` for the request's cluster (see the module docstring).
+
+    Raises:
+        StatusError: 404 for a gateway without history or a path of no resource, 403 for
+            a caller who may not read the resource there, 400 for a bad query, 503 when the
+            store cannot be read.
+    """
+    context = context_of(scope)
+    gateway = context.gateway or scope["app"].state.gateway
+    cluster = context.cluster or gateway.default
+    if scope["method"] not in ("GET", "HEAD"):
+        raise StatusError(405, f"the history is read-only: {scope['method']} is not allowed",
+                          "MethodNotAllowed")
+    path = scope["path"][len(PREFIX):]
+    target = parse_path(path)
+    resource = await cluster.caches.resolve(target)
+    check_scope(target, resource)
+    verb = "get" if target.name is not None else "list"
+    access = Access(verb, resource, target.namespace, target.name)
+    authorization = cluster.authorization
+    grant = authorization.granted(scope, access) or await authorization.authorize(scope, access)
+    check_names(target)
+    history = cluster.history
+    if history is None:
+        raise not_found("this gateway keeps no history: start it with --history "
+                        "(sqlite:///PATH or postgresql://...)", resource="history")
+    query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"),
+                           keep_blank_values=True))
+    since = _time("since", query["since"]) if query.get("since") else None
+    until = _time("until", query["until"]) if query.get("until") else None
+    try:
+        limit = int(query.get("limit") or DEFAULT_LIMIT)
+    except ValueError:
+        raise bad_request(f"invalid value {query['limit'][:32]!r} for limit: not an integer") \
+            from None
+    if not 0 < limit <= MAX_LIMIT:
+        raise bad_request(f"limit must be 1-{MAX_LIMIT}, not {limit}")
+    try:
+        labels = parse_selector(query.get("labelSelector", ""))
+        fields = parse_field_selector(query.get("fieldSelector", ""))
+    except SelectorError as exc:
+        raise bad_request(f"invalid selector: {exc}") from None
+    selection = Selection(target.namespace, labels, fields, grant.namespaces)
+    matches = None if selection.namespace_only else selection.matches
+    fingerprint = "|".join((path, query.get("labelSelector", ""), query.get("fieldSelector", ""),
+                            query.get("since", ""), query.get("until", "")))
+    below = _place(query["continue"], fingerprint) if query.get("continue") else None
+    key = resource_key(resource.group, resource.version, resource.resource)
+    items, next_place = await history.page(key, below, target.namespace, target.name, since,
+                                           until, limit, matches,
+                                           with_object=query.get("fields") != "patch")
+    metadata: dict[str, Any] = {}
+    if next_place is not None:
+        metadata["continue"] = _token(next_place, fingerprint)
+    body = orjson.dumps({"kind": "ChangeList", "apiVersion": "kube-cache-gateway.io/v1",
+                         "metadata": metadata, "items": items})
+    return Response(body, media_type="application/json",
+                    headers={"Cache-Control": "no-cache, private"})
