@@ -497,6 +497,7 @@ class SharedIndexInformer:
         self._stopped = False
         self._fifo: DeltaFIFO | None = None
         self._reflector: Reflector | None = None
+        self._seed: tuple[list[Any], str, float] | None = None  # ``begin_from``
 
     # -- configuration (before run) ---------------------------------------------------
 
@@ -530,6 +531,11 @@ class SharedIndexInformer:
         with self._lock:
             if self._started:
                 raise RuntimeError(f"{what}: informer {self.name!r} has already started")
+
+    def has_started(self) -> bool:
+        """Whether ``run`` has been called (what may be set before it no longer can)."""
+        with self._lock:
+            return self._started
 
     # -- handlers ------------------------------------------------------------------------
 
@@ -577,6 +583,19 @@ class SharedIndexInformer:
 
     # -- running ---------------------------------------------------------------------------
 
+    def begin_from(self, objects: list[Any], resource_version: str, current_at: float) -> None:
+        """Begin from ``objects``, the state at ``resource_version`` kept elsewhere, instead
+        of listing (``Reflector.seed``): they reach the indexer and the handlers as a first
+        list's would, and the watch begins at that version. Call before ``run``.
+
+        Raises:
+            RuntimeError: the informer has been started.
+        """
+        with self._lock:
+            if self._started:
+                raise RuntimeError(f"informer {self.name!r} has already been started")
+            self._seed = (objects, resource_version, current_at)
+
     def run(self, stop: threading.Event) -> None:
         """Run until ``stop`` is set (blocking); then stop every thread it started.
 
@@ -597,6 +616,9 @@ class SharedIndexInformer:
                 resync_period=self._resync_check_period, page_size=self._page_size,
                 name=self.name, should_resync=self._processor.should_resync,
                 watch_error_handler=self._on_watch_error, clock=self._clock)
+            if self._seed is not None:
+                reflector.seed(*self._seed)
+                self._seed = None
             self._fifo, self._reflector = fifo, reflector
         self._processor.run()
         reflector_thread = threading.Thread(target=reflector.run, args=(stop,),

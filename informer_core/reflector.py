@@ -20,6 +20,8 @@ Behaviour as client-go's reflector:
 - ``retry_now`` ends a backoff early: told by someone watching the API server
   another way (the gateway's heartbeat) that it answers again, the reflector
   tries at a random moment of a short spread instead of up to a minute later.
+- ``seed`` (not client-go's) begins from a state kept elsewhere instead of the first list:
+  a process that restarts on a store of what it saw watches from where it stopped.
 - ``stop`` is honoured within a second wherever the reflector is: a helper
   thread aborts the call in flight by shutting its socket down.
 """
@@ -105,6 +107,7 @@ class ReflectorStats:
     last_event_time: float = 0.0  # time.time() of the last watch event or list
     watching: bool = False  # a watch is open: the store follows the API server
     unwatched_since: float = 0.0  # time.time() the last open watch ended (0: never had one)
+    seeded: bool = False  # began from a state kept elsewhere, not a list (``Reflector.seed``)
 
 
 class _VeryShortWatchError(ConnectionError):
@@ -153,6 +156,7 @@ class Reflector:
         # cleared as each list or watch begins, so one that fails after it retries at once
         self._nudged = threading.Event()
         self._retry_at = 0.0  # guarded by _lock: when a nudged reflector tries again
+        self._seed: tuple[list[Any], str] | None = None  # a state to begin from (``seed``)
         self.stats = ReflectorStats()
 
     # -- public ----------------------------------------------------------------
@@ -191,6 +195,21 @@ class Reflector:
         self._backoff.reset()
         self._nudged.set()
 
+    def seed(self, items: list[Any], resource_version: str, current_at: float) -> None:
+        """Begin from ``items``, the state at ``resource_version`` kept elsewhere (a store of
+        the changes this process saw before it restarted), instead of a first list: they go
+        to the store as a list's would, and the watch begins from that version. Where the
+        API server no longer has it (410), the reflector lists as after any expired watch,
+        and the store is told the differences. ``current_at``: when that state was last
+        known current (``time.time()``): until a watch opens, the store is as old as that.
+
+        client-go has no such call: its reflector always lists first. Call before ``run``.
+        """
+        with self._lock:
+            self._seed = (items, resource_version)
+        self.stats.unwatched_since = current_at
+        self.stats.last_event_time = current_at
+
     def list_and_watch(self, stop: threading.Event) -> None:
         """List everything, then watch until the watch fails or ``stop`` is set.
 
@@ -201,7 +220,16 @@ class Reflector:
             self._list_and_watch(stop)
 
     def _list_and_watch(self, stop: threading.Event) -> None:
-        self._list(stop)
+        with self._lock:
+            seed, self._seed = self._seed, None
+        if seed is None:
+            self._list(stop)
+        else:
+            items, version = seed
+            self._store.replace(items, version)
+            del items, seed
+            self._set_last_sync_rv(version)
+            self.stats.seeded = True
         self._watch_loop(stop)
 
     @contextlib.contextmanager

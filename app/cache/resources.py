@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,6 +135,9 @@ class ClusterCache:
         self.announce: Callable[[GroupVersionResource], None] | None = None
         # the recorder a loading resource's hub tells its changes (``app.history``): kept history
         self.recorder_for: Callable[[str, str, str], Any] | None = None
+        # the kept state a loading resource's informer may begin from instead of a list
+        # (``ClusterHistory.seed``: a restart, a replica started later on a shared store)
+        self.seed_for: Callable[[str, str, str], Awaitable[Any]] | None = None
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -402,9 +405,20 @@ class ClusterCache:
             old.tagged.clear()
         generic = await run_blocking(self.factory.for_resource, resource.gvr)
         hub = EventHub(self.settings.event_ring_size)
+        gvr = resource.gvr
         if self.recorder_for is not None:
-            gvr = resource.gvr
             hub.recorder = self.recorder_for(gvr.group, gvr.version, gvr.resource)
+        seed = None
+        if self.seed_for is not None and not generic.informer().has_started():
+            seed = await self.seed_for(gvr.group, gvr.version, gvr.resource)
+        if seed is not None:
+            # served from what the store kept at once (stale-marked until its watch opens),
+            # its watch from the stored version: no list, where the API server still has it
+            generic.informer().begin_from(seed.objects, str(seed.hi), seed.at)
+            if hub.recorder is not None:
+                hub.recorder.resume(seed.lo, seed.hi)
+            log.info("cache of %s begins from the history store: %d objects at resourceVersion "
+                     "%d", gvr, len(seed.objects), seed.hi)
         synced = self._syncing[resource.gvr] = loop.create_future()
         try:
             registration = await run_blocking(

@@ -151,6 +151,7 @@ class Cluster:
         self.history = ClusterHistory(store, self.name, settings.history_retention,
                                       settings.history_max_bytes or None)
         self.caches.recorder_for = self.history.recorder_for
+        self.caches.seed_for = self.history.seed
 
     def identity_uid(self) -> str:
         """The cluster's identity: its ``kube-system`` namespace's UID (blocking).

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from app.bridge import run_blocking
@@ -32,7 +33,7 @@ from app.history.writer import HistoryWriter
 from app.kube.status import StatusError
 from informer_core.encoded import EncodedObject
 
-__all__ = ["NEVER_KEPT", "ClusterHistory", "expired"]
+__all__ = ["NEVER_KEPT", "ClusterHistory", "Seed", "expired"]
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +182,28 @@ class ClusterHistory:
                   if (ns, name) in changed}
         return before, rows
 
+    async def seed(self, group: str, version: str, resource: str) -> Seed | None:
+        """The stored state a resource's cache may begin from instead of a list (a restart,
+        or a replica started later on a shared store): the newest span's, at its ``hi``.
+        ``None`` when there is none, or the store cannot be read now (the cache lists)."""
+        if (group, resource) in NEVER_KEPT or self.problem() is not None:
+            return None
+        try:
+            return await self._read(self._seed, resource_key(group, version, resource))
+        except StatusError as error:
+            log.warning("history of %s: %s not begun from the store: %s", self.cluster,
+                        resource, error.message)
+            return None
+
+    def _seed(self, key: str) -> Seed | None:
+        span = self.store.newest_span(self.cluster, key)
+        if span is None:
+            return None
+        lo, hi, at = span
+        objects = [EncodedObject(bytes(raw)) for _, _, _, raw in
+                   self.store.live_at(self.cluster, key, hi)]
+        return Seed(objects, lo, hi, at)
+
     async def page(self, resource: str, below: tuple[int, str, str] | None,
                    namespace: str | None, name: str | None, since: float | None,
                    until: float | None, limit: int, matches: Callable[[Any], bool] | None,
@@ -229,6 +252,16 @@ class ClusterHistory:
         objects = [EncodedObject(bytes(raw)) for _, _, _, raw in rows]
         objects.sort(key=_key)
         return objects
+
+
+@dataclass(frozen=True, slots=True)
+class Seed:
+    """A resource's stored state at ``hi``, in the span from ``lo``, last current at ``at``."""
+
+    objects: list[EncodedObject]
+    lo: int
+    hi: int
+    at: float
 
 
 def _span_of(spans: list[tuple[int, int]], version: int) -> tuple[int, int] | None:

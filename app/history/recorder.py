@@ -47,10 +47,16 @@ class Recorder:
         self._needs_baseline = True
         self._view: dict[str, Any] | None = None
 
+    def resume(self, lo: int, hi: int) -> None:
+        """The cache begins from the store's own state at ``hi``, in the span from ``lo``
+        (a restart): the span goes on, with no baseline to write."""
+        self.lo, self.hi = lo, hi
+        self._needs_baseline = False
+
     def ready(self, view: dict[str, Any], exact: int | None) -> None:
         """The hub's initial state is in ``view``, exactly the server's at ``exact`` (if known)."""
         self._view = view
-        if exact:
+        if exact and self._needs_baseline:
             self._baseline(exact)
 
     def delivered(self, held: list, point: int, placed: bool) -> None:

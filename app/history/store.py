@@ -216,7 +216,7 @@ class HistoryStore:
                 "CREATE INDEX IF NOT EXISTS kcg_changes_by_time ON kcg_changes (received)",
                 "CREATE TABLE IF NOT EXISTS kcg_spans (cluster TEXT NOT NULL,"
                 " resource TEXT NOT NULL, lo BIGINT NOT NULL, hi BIGINT NOT NULL,"
-                " PRIMARY KEY (cluster, resource, lo))",
+                " at " + real + " NOT NULL, PRIMARY KEY (cluster, resource, lo))",
             ):
                 cursor.execute(statement)
             cursor.execute(self._sql("SELECT value FROM kcg_meta WHERE name = 'schema'"))
@@ -288,16 +288,18 @@ class HistoryStore:
                     lo = hi = op.version
                 else:
                     lo, hi = op.lo, op.hi
-                cursor.execute(self._sql(self._UPSERT_SPAN), (cluster, resource, lo, hi))
+                cursor.execute(self._sql(self._UPSERT_SPAN), (cluster, resource, lo, hi, received))
             if run:
                 written += self._write_changes(cursor, cluster, run_of, run)
             return written
 
         return self._run(write)
 
-    _UPSERT_SPAN = ("INSERT INTO kcg_spans (cluster, resource, lo, hi) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (cluster, resource, lo) DO UPDATE SET hi = "
-                    "CASE WHEN excluded.hi > kcg_spans.hi THEN excluded.hi ELSE kcg_spans.hi END")
+    # a span's ``at``: when its ``hi`` was last known the server's state (a restart's age)
+    _UPSERT_SPAN = ("INSERT INTO kcg_spans (cluster, resource, lo, hi, at) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (cluster, resource, lo) DO UPDATE SET "
+                    "hi = CASE WHEN excluded.hi > kcg_spans.hi THEN excluded.hi ELSE kcg_spans.hi END, "
+                    "at = CASE WHEN excluded.at > kcg_spans.at THEN excluded.at ELSE kcg_spans.at END")
 
     def _differences(self, cursor: Any, cluster: str, resource: str, baseline: Baseline,
                      received: float) -> list[Change]:
@@ -358,6 +360,13 @@ class HistoryStore:
         return self._run(lambda c: _fetch(c, self._sql(
             "SELECT lo, hi FROM kcg_spans WHERE cluster = ? AND resource = ? ORDER BY lo"),
             (cluster, resource)))
+
+    def newest_span(self, cluster: str, resource: str) -> tuple[int, int, float] | None:
+        """``(lo, hi, at)`` of the span reaching furthest: where a restart begins from."""
+        rows = self._run(lambda c: _fetch(c, self._sql(
+            "SELECT lo, hi, at FROM kcg_spans WHERE cluster = ? AND resource = ?"
+            " ORDER BY hi DESC, lo LIMIT 1"), (cluster, resource)))
+        return tuple(rows[0]) if rows else None
 
     def live_at(self, cluster: str, resource: str, version: int,
                 namespace: str | None = None) -> list[tuple[str, str, int, bytes]]:

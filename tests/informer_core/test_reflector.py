@@ -123,6 +123,35 @@ def test_watch_error_410_relists_at_the_last_version_and_reports_it(run_in_threa
     assert reflector.stats.relists >= 1
 
 
+def test_a_seeded_reflector_watches_from_the_seed_without_listing(run_in_thread):
+    fake = FakeListerWatcher([obj("a"), obj("b")])
+    fake.update(obj("a", data={"k": "v"}))  # after the seed's version (2): told by the watch
+    store = RecordingStore()
+    reflector = Reflector(fake, store, backoff=no_backoff())
+    reflector.seed([obj("a"), obj("b")], "2", current_at=1000.0)
+    assert reflector.stats.unwatched_since == 1000.0  # as old as the seed until it watches
+    run_in_thread(reflector)
+    wait_until(lambda: store.of("update"), message="the change after the seed")
+    assert fake.list_calls == []
+    assert fake.watch_calls[0].resource_version == "2"
+    assert store.calls[:2] == [("replace", ["a", "b"], "2"), ("update", "a")]
+    assert reflector.stats.seeded and reflector.stats.lists == 0
+
+
+def test_a_seed_the_api_server_no_longer_has_is_listed_again(run_in_thread):
+    fake = FakeListerWatcher([obj("a"), obj("b")])
+    fake.delete(obj("b"))
+    fake.expire_before = 3  # the seed's version is gone
+    store = RecordingStore()
+    errors: list[BaseException] = []
+    reflector = Reflector(fake, store, backoff=no_backoff(), watch_error_handler=errors.append)
+    reflector.seed([obj("a"), obj("b")], "2", current_at=1000.0)
+    run_in_thread(reflector)
+    wait_until(lambda: len(store.of("replace")) == 2, message="the list after the 410")
+    assert store.of("replace")[1][1:] == (["a"], "3")  # the store is told b went
+    assert any(isinstance(e, ResourceExpiredError) for e in errors)
+
+
 def test_relist_at_an_expired_version_retries_with_the_latest(run_in_thread):
     fake = FakeListerWatcher([obj("a"), obj("b")])
     store = RecordingStore()

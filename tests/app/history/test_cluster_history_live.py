@@ -107,3 +107,80 @@ def test_exact_lists_at_past_versions_are_the_api_servers_even_after_compaction(
         too_old = http.get(f"{base}?resourceVersion=1&resourceVersionMatch=Exact")
         assert too_old.status_code == 410, too_old.text
         assert too_old.json()["reason"] == "Expired"
+
+
+def _configmap_lists(kube) -> int:
+    """The LISTs of configmaps the API server has answered (its own metric)."""
+    total = 0
+    for line in kube.text("/metrics").splitlines():
+        if line.startswith("apiserver_request_total{") and 'resource="configmaps"' in line \
+                and 'verb="LIST"' in line:
+            total += int(float(line.rsplit(" ", 1)[1]))
+    return total
+
+
+def _names(http, base) -> list[tuple[str, str]]:
+    return _items(http.get(base).json())
+
+
+def test_a_restart_on_the_store_serves_at_once_and_watches_on_without_a_list(
+        local_cluster, kube, namespace, history_url):
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+    with run_gateway(local_cluster, history=history_url) as first, \
+            httpx.Client(base_url=first.url, timeout=30) as http:
+        assert http.get(base).status_code == 200
+        kube.create(base, _cm("a"))
+        b = kube.create(base, _cm("b"))
+        first.wait_seen(b)
+        wait_until(lambda: _kept(first, int(b["metadata"]["resourceVersion"])), 10,
+                   message="the store caught up")
+        before = int(b["metadata"]["resourceVersion"])
+    # while no gateway runs
+    a = kube.patch(f"{base}/a", {"data": {"v": "1"}})
+    kube.delete(f"{base}/b")
+    c = kube.create(base, _cm("c"))
+    lists = _configmap_lists(kube)
+    with run_gateway(local_cluster, history=history_url) as second, \
+            httpx.Client(base_url=second.url, timeout=30) as http:
+        assert http.get(base).status_code == 200
+        second.wait_seen(c)
+        entry = next(iter(second.gateway.default.caches.entries().values()))
+        stats = entry.informer.reflector_stats()
+        assert stats.seeded and stats.lists == 0
+        assert _configmap_lists(kube) == lists  # the API server answered no LIST
+        assert _names(http, base) == _items(kube.get(base))
+        wait_until(lambda: _kept(second, int(c["metadata"]["resourceVersion"])), 10,
+                   message="the store caught up")
+        history = http.get(f"/history{base}/a").json()["items"]
+        assert [(h["type"], h["resourceVersion"]) for h in history][:2] == [
+            ("MODIFIED", a["metadata"]["resourceVersion"]), ("ADDED", history[1]["resourceVersion"])]
+        exact = http.get(f"{base}?resourceVersion={before}&resourceVersionMatch=Exact")
+        assert exact.status_code == 200 and [n for n, _ in _items(exact.json())] == ["a", "b"]
+        last = kube.patch(f"{base}/c", {"data": {"v": "2"}})
+        second.wait_seen(last)
+        wait_until(lambda: _kept(second, int(last["metadata"]["resourceVersion"])), 10,
+                   message="the store caught up")
+    # while no gateway runs: changes, then a new API server whose watch cache begins now
+    kube.patch(f"{base}/a", {"data": {"v": "2"}})
+    kube.delete(f"{base}/c")
+    d = kube.create(base, _cm("d"))
+    fresh = local_cluster.add_apiserver(name="fresh-watch-cache")
+    try:
+        with run_gateway(local_cluster, server=fresh, history=history_url) as third, \
+                httpx.Client(base_url=third.url, timeout=30) as http:
+            assert http.get(base).status_code == 200
+            third.wait_seen(d)
+            wait_until(lambda: _names(http, base) == _items(kube.get(base)), 10,
+                       message="the relist's state")
+            entry = next(iter(third.gateway.default.caches.entries().values()))
+            assert entry.informer.reflector_stats().lists >= 1  # 410 for the stored version
+            wait_until(lambda: _kept(third, int(d["metadata"]["resourceVersion"])), 10,
+                       message="the relist's differences written")
+            # the differences as the changes they are: never a phantom delete-and-add
+            kinds = {n: [h["type"] for h in http.get(f"/history{base}/{n}").json()["items"]]
+                     for n in ("a", "c", "d")}
+            assert kinds["a"] == ["MODIFIED", "MODIFIED", "ADDED"]
+            assert kinds["c"] == ["DELETED", "MODIFIED", "ADDED"]
+            assert kinds["d"] == ["ADDED"]
+    finally:
+        local_cluster.remove_apiserver(fresh)
