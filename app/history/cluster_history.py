@@ -87,6 +87,7 @@ class ClusterHistory:
             self.writer.refused = str(exc)
             raise
         except (StoreUnavailable, OSError, ValueError) as exc:
+            self.writer.problem = str(exc)
             log.warning("history of cluster %s: the store is not claimed yet (tried again "
                         "before the first write): %s", self.cluster, exc)
         self.writer.start()

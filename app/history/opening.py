@@ -1,6 +1,6 @@
 """``--history URL`` to its store: the engine by scheme, the password from where it is kept.
 
-``sqlite:///abs/path.db`` and ``sqlite:relative.db`` (``sqlite://`` with a host is refused:
+``sqlite:///abs/path.db`` (or SQLAlchemy's ``sqlite:////abs/path.db``) and ``sqlite:relative.db`` (``sqlite://`` with a host is refused:
 a file has none); ``postgresql://`` (or ``postgres://``) as libpq reads it. A PostgreSQL
 password is taken, in order, from ``--history-password-file``, ``KCG_HISTORY_PASSWORD``,
 the URL (logged redacted, but better kept out of it), then libpq's own ``PGPASSWORD`` and
@@ -32,6 +32,8 @@ def open_store(url: str, password_file: str = "") -> HistoryStore:
             raise ValueError(f"--history {url}: a SQLite store is a file: sqlite:///ABSOLUTE/PATH "
                              f"or sqlite:RELATIVE/PATH, with no host")
         path = unquote(parts.path)
+        if path.startswith("//"):
+            path = "/" + path.lstrip("/")  # sqlite:////abs/path, as SQLAlchemy writes it
         if not path or path.endswith("/"):
             raise ValueError(f"--history {url}: name the file (sqlite:///var/lib/kcg/history.db)")
         return SQLiteStore(url, path)

@@ -155,8 +155,26 @@ class _CacheCollector(Collector):
             refused.add_metric((identity,), getattr(authenticator, "refused", 0))
             local_tokens = getattr(authenticator, "local", None)
             judging.add_metric((identity,), 1.0 if local_tokens and local_tokens.deciding else 0.0)
+        written = CounterMetricFamily("kcg_history_changes_written", "Changes written to the "
+                                      "history store", labels=["cluster"])
+        waiting = GaugeMetricFamily("kcg_history_changes_waiting", "Changes handed to the "
+                                    "history writer and not written yet", labels=["cluster"])
+        writable = GaugeMetricFamily("kcg_history_writable", "1 while the history store takes "
+                                     "this cluster's changes", labels=["cluster"])
+        forgotten = CounterMetricFamily("kcg_history_changes_forgotten", "Changes retention "
+                                        "took out of the history store", labels=["cluster"])
+        for cluster_name, cluster in list(self._clusters().items()):
+            history = getattr(cluster, "history", None)
+            if history is None:
+                continue
+            writer = history.writer
+            written.add_metric((cluster_name,), writer.written)
+            waiting.add_metric((cluster_name,), len(writer.inbox) + len(writer.pending))
+            writable.add_metric((cluster_name,), 0.0 if history.problem() else 1.0)
+            forgotten.add_metric((cluster_name,), writer.forgotten)
         yield from (objects, synced, relists, restarts, events, age, subscribers, up, failed,
-                    sent, local, deciding, tokens, verified, refused, judging)
+                    sent, local, deciding, tokens, verified, refused, judging, written, waiting,
+                    writable, forgotten)
         try:  # scraped on the loop (/metrics is async): its tasks, a leak's first sign
             tasks = len(asyncio.all_tasks())
         except RuntimeError:

@@ -89,6 +89,11 @@ async def readyz(request: Request) -> Response:
             for since in map(cache.stale_since, cache.entries().values()))
         lines.append(f"[+]cluster-{cluster.name}-following "
                      + ("stale: serving from the cache" if behind else "ok"))
+        history = cluster.history
+        if history is not None:
+            # a store that cannot be written holds up nothing of the present: said, not failed
+            lines.append(f"[+]cluster-{cluster.name}-history "
+                         + ("ok" if history.problem() is None else "behind: reason withheld"))
     if not ready:
         return PlainTextResponse("\n".join(lines) + "\nreadyz check failed\n", status_code=503)
     verbose = "verbose" in request.query_params

@@ -179,10 +179,14 @@ def run_demo(settings: Any) -> int:
         ticker = Ticker(kube, namespace)
         ticker.start()
         url = f"http://{settings.host}:{settings.port}"
-        prewarm = settings.prewarm or ("pods", "configmaps", "deployments.apps", "widgets.example.com")
+        prewarm = settings.prewarm or ("pods", "configmaps", "deployments.apps", "events",
+                                       "widgets.example.com")
         from dataclasses import replace
 
-        settings = replace(settings, prewarm=tuple(prewarm), kubeconfig=str(cluster.kubeconfig))
+        # the history kept beside the cluster's own files (gone with them, as the cluster is)
+        history = settings.history or f"sqlite:///{cluster.workdir}/history.db"
+        settings = replace(settings, prewarm=tuple(prewarm), kubeconfig=str(cluster.kubeconfig),
+                           history=history)
 
         def ready() -> None:
             print(f"""
@@ -203,6 +207,10 @@ Try:
   kubectl --server {url} get widgets -A
   kubectl --server {url} get configmaps -n {namespace} -w
   curl -s {url}/metrics | grep kcg_cache_objects
+
+What changed before it broke (the history, kept in {history}):
+  curl -s '{url}/history/core/v1/namespaces/{namespace}/configmaps/ticker?limit=3&fields=patch'
+  curl -s '{url}/history/example.com/v1/namespaces/{namespace}/widgets/gizmo?limit=3'
 
 Press Ctrl-C to stop everything this command started.""", flush=True)
 

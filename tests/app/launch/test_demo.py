@@ -14,6 +14,7 @@ import pytest
 from app.launch.cli import main
 
 from control_plane.cluster import free_port
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -51,6 +52,22 @@ def test_demo_serves_the_demo_workload_and_ctrl_c_stops_everything(local_cluster
         assert pods["kind"] == "PodList" and pods["items"]
         widgets = httpx.get(f"{url}/apis/example.com/v1/widgets", timeout=30).json()
         assert widgets["kind"] == "WidgetList" and widgets["items"]
+        # the history command it printed works: the ticker's changes, each a patch
+        for line in proc.stdout:
+            lines.append(line)
+            if "/history/" in line:
+                break
+        command = next(line for line in lines if "/history/" in line and "ticker" in line)
+        history_url = re.search(r"'(http[^']+)'", command).group(1)
+        changes: list = []
+
+        def two_ticks() -> bool:
+            changes[:] = httpx.get(history_url, timeout=30).json()["items"]
+            return len(changes) >= 2
+
+        wait_until(two_ticks, 20, message="the ticker's changes in the history")
+        assert changes[0]["patch"] and changes[0]["type"] == "MODIFIED"
+        assert any(p["path"] == "/data/tick" for p in changes[0]["patch"])
         proc.send_signal(signal.SIGINT)
         rest = proc.communicate(timeout=60)[0]
         assert proc.returncode == 0

@@ -1,0 +1,86 @@
+"""A cluster's history when its store is away: the present unaffected, the past 503 with why,
+nothing lost once the store is back; the store never written for another cluster."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from app.clusters.cluster import Cluster, build_factory
+from app.gateway import Gateway
+from app.history.sqlite_store import SQLiteStore
+from app.history.store import ForeignStore
+from app.settings import Settings
+from control_plane.fake import FakeCluster
+from tests.app.conftest import run_gateway
+from tests.helpers import wait_until
+
+BASE = "/api/v1/namespaces/shop/configmaps"
+
+
+def _cm(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {}}
+
+
+def _fake() -> FakeCluster:
+    fake = FakeCluster()
+    fake.ensure_namespace("kube-system")  # the cluster's identity: its UID
+    fake.ensure_namespace("shop")
+    return fake
+
+
+def test_a_store_away_holds_up_nothing_and_gets_every_change_once_it_is_back(tmp_path):
+    fake = _fake()
+    folder = tmp_path / "later"  # not there yet: the store cannot be opened
+    with run_gateway(fake, history=f"sqlite:///{folder}/h.db") as running, \
+            httpx.Client(base_url=running.url, timeout=30) as http:
+        assert http.get(BASE).status_code == 200
+        made = [fake.create(BASE, _cm(f"c{i}")) for i in range(5)]
+        running.wait_seen(made[-1])
+        assert [o["metadata"]["name"] for o in http.get(BASE).json()["items"]] == \
+            [f"c{i}" for i in range(5)]  # the present: as ever
+        past = http.get(f"/history{BASE}")
+        assert past.status_code == 503 and "does not exist" in past.json()["message"]
+        assert past.headers["Retry-After"]
+        ready = http.get("/readyz?verbose")
+        assert ready.status_code == 200 and "[+]cluster-default-history behind" in ready.text
+        assert "does not exist" not in ready.text  # a cause is never on the open probe
+        assert "kcg_history_writable{cluster=\"default\"} 0.0" in http.get("/metrics").text
+
+        folder.mkdir()
+        history = running.gateway.default.history
+        wait_until(lambda: history.problem() is None, 15, message="the store back")
+        assert history.writer.flushed(10)
+        changes = http.get(f"/history{BASE}").json()["items"]
+        assert sorted(c["object"]["metadata"]["name"] for c in changes) == [f"c{i}" for i in range(5)]
+        version = made[2]["metadata"]["resourceVersion"]
+        # the baseline the cache listed came with the store: exact from then on
+        exact = http.get(f"{BASE}?resourceVersion={version}&resourceVersionMatch=Exact")
+        assert exact.status_code in (200, 410), exact.text
+        ready = http.get("/readyz?verbose")
+        assert "[+]cluster-default-history ok" in ready.text
+        assert "kcg_history_writable{cluster=\"default\"} 1.0" in http.get("/metrics").text
+
+
+def test_a_store_written_for_another_cluster_stops_the_gateway_from_starting(tmp_path):
+    store = SQLiteStore("sqlite:///h.db", str(tmp_path / "h.db"))
+    store.create()
+    store.claim("default", "uid-of-another-cluster")
+    store.close()
+    fake = _fake()
+    settings = Settings(history=f"sqlite:///{tmp_path}/h.db")
+    factory = build_factory(settings, lister_watcher_func=fake.lister_watcher,
+                            discovery=fake.discovery())
+    gateway = Gateway(settings, [Cluster("default", settings, factory)])
+
+    async def start() -> None:
+        try:
+            await gateway.start()
+        finally:
+            await gateway.stop()
+
+    with pytest.raises(ForeignStore, match="another cluster named 'default'"):
+        asyncio.run(start())
+    assert SQLiteStore("sqlite:///h.db", str(tmp_path / "h.db")).spans("default", "core/v1/pods") == []
