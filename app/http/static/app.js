@@ -8,7 +8,7 @@ const $ = (selector) => document.querySelector(selector);
 const SUMMARY_PATH = "status.phase";
 const page = {
   source: null, rows: new Map(), columns: [], synced: false, changed: new Set(),
-  collection: "", query: null, summaryTimer: null, renderQueued: false,
+  collection: "", query: null, summaryTimer: null, renderQueued: false, picked: null,
 };
 window.kcg = page;  // for people poking at it in the console (and for the page's tests)
 // Served at /ui/ (the default cluster) or /clusters/NAME/ui/: every path the page asks is
@@ -192,6 +192,7 @@ function render() {
     const tr = document.createElement("tr");
     tr.dataset.key = key;
     if (page.changed.has(key)) tr.className = "changed";
+    if (page.picked === key) tr.classList.add("picked");
     tr.append(...page.columns.map((c) => {
       const text = show(valueAt(obj, c));
       return Object.assign(document.createElement("td"), {textContent: text, title: text});
@@ -199,6 +200,69 @@ function render() {
     return tr;
   }));
   page.changed.clear();
+}
+
+// -- the past: one object's history, or a namespace's changes in an hour ---------------------
+function historyPath(collection) {
+  return `${BASE}/history${collection.slice(BASE.length)}`;
+}
+function opText(op) {
+  const value = "value" in op ? ` ${JSON.stringify(op.value)}` : "";
+  return `${op.op} ${op.path}${op.from ? ` from ${op.from}` : ""}${value}`;
+}
+function renderChanges(items, withName) {
+  $("#changes").replaceChildren(...items.map((change) => {
+    const li = document.createElement("li");
+    li.dataset.version = change.resourceVersion;
+    const head = Object.assign(document.createElement("div"), {className: "head"});
+    const type = Object.assign(document.createElement("span"), {className: "type", textContent: change.type});
+    type.dataset.type = change.type;
+    head.append(type);
+    if (withName && change.object) {
+      head.append(Object.assign(document.createElement("span"), {className: "name", textContent: keyOf(change.object)}));
+    }
+    head.append(Object.assign(document.createElement("span"), {textContent: change.time}),
+                Object.assign(document.createElement("span"), {textContent: `resourceVersion ${change.resourceVersion}`}));
+    li.append(head);
+    if (change.patch) {
+      const ops = Object.assign(document.createElement("ul"), {className: "ops"});
+      ops.append(...change.patch.map((op) => Object.assign(document.createElement("li"), {textContent: opText(op)})));
+      li.append(ops);
+    }
+    return li;
+  }));
+}
+async function showPast(url, title, withName) {
+  $("#past").hidden = false;
+  $("#past-title").textContent = title;
+  $("#past-message").textContent = "";
+  try {
+    const doc = await getJSON(url);
+    renderChanges(doc.items, withName);
+    if (!doc.items.length) $("#past-message").textContent = "no change kept";
+  } catch (e) {
+    $("#changes").replaceChildren();
+    $("#past-message").textContent = e.message;
+  }
+}
+function showObjectHistory(key) {
+  const name = key.split("/").pop();
+  const obj = page.rows.get(key) || {};
+  const ns = (obj.metadata || {}).namespace;
+  const [group, version, resource] = page.query.resource.split("/");
+  const where = ns ? `namespaces/${encodeURIComponent(ns)}/` : "";
+  page.picked = key;
+  for (const tr of document.querySelectorAll("#rows tbody tr")) tr.classList.toggle("picked", tr.dataset.key === key);
+  showPast(`${BASE}/history/${group}/${version}/${where}${resource}/${encodeURIComponent(name)}?limit=50`,
+           `History of ${key}`, false);
+}
+function showHour(from) {
+  const since = new Date(from);
+  const until = new Date(since.getTime() + 3600 * 1000);
+  const p = new URLSearchParams({since: since.toISOString(), until: until.toISOString(), limit: "500"});
+  if (page.query.labelSelector) p.set("labelSelector", page.query.labelSelector);
+  showPast(`${historyPath(page.collection)}?${p}`,
+           `Changes from ${since.toISOString()} to ${until.toISOString()}`, true);
 }
 
 // -- clusters: a picker when the gateway serves more than one -------------------------------
@@ -220,6 +284,14 @@ async function pickCluster() {
 }
 
 // -- wiring ---------------------------------------------------------------------------------
+$("#rows tbody").addEventListener("click", (e) => {
+  const tr = e.target.closest("tr");
+  if (tr && tr.dataset.key) showObjectHistory(tr.dataset.key);
+});
+$("#hour").addEventListener("submit", (e) => {
+  e.preventDefault();
+  if ($("#from").value) showHour($("#from").value);
+});
 pickCluster().catch(() => { /* one cluster, or the list is not ours to read: no picker */ });
 $("#query").addEventListener("submit", (e) => {
   e.preventDefault();

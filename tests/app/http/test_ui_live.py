@@ -113,7 +113,7 @@ def test_the_page_follows_the_cluster_live(local_cluster, kube, namespace, tmp_p
     for i, app in enumerate(["web", "web", "api", "db"]):
         kube.create(pods, _pod(f"{app}-{i}", app))
         kube.patch(f"{pods}/{app}-{i}/status", {"status": {"phase": "Running" if i < 3 else "Pending"}})
-    with run_gateway(local_cluster, sse_retry_ms=300) as gw:
+    with run_gateway(local_cluster, sse_retry_ms=300, history=f"sqlite:///{tmp_path}/h.db") as gw:
         assert httpx.get(f"{gw.url}/ui", follow_redirects=False).headers["location"] == "/ui/"
         url = (f"{gw.url}/ui/?resource=core/v1/pods&namespace={namespace}"
                "&filter=metadata.name!~db&columns=metadata.name,status.phase,spec.containers.0.image")
@@ -159,6 +159,26 @@ def test_the_page_follows_the_cluster_live(local_cluster, kube, namespace, tmp_p
                                               f"{namespace}/web-1": ["web-1", "Failed", "web:1"]},
                       "the changes made while away")
             assert page.evaluate("window.kcg.resets") == 0
+
+            # a row's history: each change, newest first, and what it changed
+            page.evaluate(f"document.querySelector('tr[data-key=\"{namespace}/web-1\"]').click(); true")
+
+            def changes():
+                return page.evaluate("[...document.querySelectorAll('#changes > li')].map(li => "
+                                     "[li.querySelector('.type').textContent, "
+                                     "[...li.querySelectorAll('.ops li')].map(o => o.textContent)])")
+
+            page.wait(lambda: [t for t, _ in changes()] == ["MODIFIED", "ADDED"], "web-1's history")
+            assert 'replace /status/phase "Failed"' in changes()[0][1]
+            assert page.evaluate("document.querySelector('#past-title').textContent") == \
+                f"History of {namespace}/web-1"
+            # the namespace's changes in an hour from a while ago: every change since
+            page.evaluate("document.querySelector('#from').value = new Date(Date.now() - 1800e3 - "
+                          "new Date().getTimezoneOffset() * 60e3).toISOString().slice(0, 16); "
+                          "document.querySelector('#hour').requestSubmit(); true")
+            page.wait(lambda: {"DELETED", "MODIFIED", "ADDED"} <= {t for t, _ in changes()}
+                      and page.evaluate("document.querySelectorAll('#changes .name').length") > 4,
+                      "the hour's changes")
             page.screenshot(tmp_path / "ui.png")
             assert (tmp_path / "ui.png").stat().st_size > 10_000
         finally:
