@@ -158,6 +158,37 @@ def test_values_become_the_gateways_settings():
     assert "replicas" not in deployment["spec"]  # the autoscaler owns it
 
 
+def test_history_is_a_file_on_the_pods_volume_or_a_shared_store_with_its_password_kept_apart():
+    (deployment,) = by_kind(objects_of({"history": {"enabled": True, "maxBytes": "512Mi"}}),
+                            "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    assert env["KCG_HISTORY"] == "sqlite:////var/lib/kube-cache-gateway/history.db"
+    assert env["KCG_HISTORY_RETENTION"] == "24h" and env["KCG_HISTORY_MAX_BYTES"] == "512Mi"
+    assert {"name": "history", "mountPath": "/var/lib/kube-cache-gateway"} in \
+        pod["containers"][0]["volumeMounts"]
+    assert {"name": "history", "emptyDir": {"sizeLimit": "1Gi"}} in pod["volumes"]
+    kept = objects_of({"replicas": 1, "history": {"enabled": True, "persistence": {"enabled": True}}})
+    (claim,) = by_kind(kept, "PersistentVolumeClaim")
+    assert claim["spec"]["resources"]["requests"]["storage"] == "2Gi"
+    (deployment,) = by_kind(kept, "Deployment")
+    assert {"name": "history", "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}} \
+        in deployment["spec"]["template"]["spec"]["volumes"]
+    shared = objects_of({"replicas": 3, "history": {
+        "enabled": True, "url": "postgresql://kcg@db:5432/kcg", "passwordSecret": {"name": "pg"}}})
+    (deployment,) = by_kind(shared, "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["KCG_HISTORY"] == "postgresql://kcg@db:5432/kcg"
+    # the password a file from the Secret, never in the pod's spec or its environment
+    assert env["KCG_HISTORY_PASSWORD_FILE"] == "/etc/kube-cache-gateway/history/password"
+    assert {"name": "history-password", "secret": {"secretName": "pg", "items": [
+        {"key": "password", "path": "password"}]}} in deployment["spec"]["template"]["spec"]["volumes"]
+    assert not by_kind(shared, "PersistentVolumeClaim")
+    assert all(m["name"] != "history" for m in container["volumeMounts"])
+    assert not by_kind(objects_of({}), "PersistentVolumeClaim")
+
+
 def test_api_versions_follow_the_cluster():
     old = objects_of({"autoscaling": {"enabled": True}}, kube_version="v1.20.2")
     new = objects_of({"autoscaling": {"enabled": True}}, kube_version="v1.30.0")
@@ -196,6 +227,11 @@ def test_values_against_the_schema_fail_the_render(values, says):
     ({"preStopDelaySeconds": 20, "terminationGracePeriodSeconds": 30}, "at least preStopDelaySeconds + 12 (32)"),
     ({"metrics": {"serviceMonitor": {"enabled": True}}, "rbac": {"metricsReader": False}},
      "keep rbac.metricsReader"),
+    ({"history": {"enabled": True, "persistence": {"enabled": True}}, "replicas": 3},
+     "share a PostgreSQL store"),
+    ({"history": {"enabled": True, "passwordSecret": {"name": "pg"}}}, "it needs history.url"),
+    ({"history": {"enabled": True, "url": "postgresql://kcg:hunter2@db/kcg"}},
+     "must not hold a password"),
 ])
 def test_settings_that_cannot_work_fail_the_render_saying_why(values, says):
     with pytest.raises(render.HelmError) as failed:

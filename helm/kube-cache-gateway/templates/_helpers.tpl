@@ -86,6 +86,18 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and .Values.clusters.fromSecrets (not (has "secrets" .Values.policy.deny)) }}
 {{- fail "clusters.fromSecrets needs secrets in policy.deny: the cluster Secrets hold the gateway's credentials to its clusters and must never be served" }}
 {{- end }}
+{{- if and .Values.history.enabled .Values.history.persistence.enabled (not .Values.history.url) (or .Values.autoscaling.enabled (gt (int .Values.replicas) 1)) }}
+{{- fail "history.persistence keeps one replica's SQLite file on a ReadWriteOnce claim: with several replicas, share a PostgreSQL store (history.url)" }}
+{{- end }}
+{{- if and .Values.history.passwordSecret.name (not .Values.history.url) }}
+{{- fail "history.passwordSecret is the PostgreSQL store's password: it needs history.url" }}
+{{- end }}
+{{- if and .Values.history.url (not (hasPrefix "postgresql://" .Values.history.url)) (not (hasPrefix "postgres://" .Values.history.url)) }}
+{{- fail "history.url names a PostgreSQL store (postgresql://USER@HOST:PORT/DB); leave it empty for SQLite on the pod's volume" }}
+{{- end }}
+{{- if and .Values.history.url (regexMatch "://[^/@]*:[^/@]*@" .Values.history.url) }}
+{{- fail "history.url must not hold a password (it would be in the pod's spec for anyone who may read Deployments): put it in a Secret and name it in history.passwordSecret" }}
+{{- end }}
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
 {{- fail "autoscaling.minReplicas must not exceed autoscaling.maxReplicas" }}
 {{- end }}

@@ -4,6 +4,7 @@ nothing lost once the store is back; the store never written for another cluster
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
 import pytest
@@ -84,3 +85,25 @@ def test_a_store_written_for_another_cluster_stops_the_gateway_from_starting(tmp
     with pytest.raises(ForeignStore, match="another cluster named 'default'"):
         asyncio.run(start())
     assert SQLiteStore("sqlite:///h.db", str(tmp_path / "h.db")).spans("default", "core/v1/pods") == []
+
+
+def test_reads_of_the_past_beyond_the_bound_are_told_to_come_back(tmp_path, monkeypatch):
+    from app.history import cluster_history
+    from app.kube.status import StatusError
+
+    store = SQLiteStore("sqlite:///h.db", str(tmp_path / "h.db"))
+    store.create()
+    history = cluster_history.ClusterHistory(store, "c", 3600)
+    history.writer.claimed = True
+    monkeypatch.setattr(cluster_history, "MAX_WAITING", 8)
+
+    async def many() -> list:
+        return await asyncio.gather(*(history._read(time.sleep, 0.2) for _ in range(20)),
+                                    return_exceptions=True)
+
+    outcomes = asyncio.run(many())
+    refused = [o for o in outcomes if isinstance(o, StatusError)]
+    assert len(refused) == 12 and all(o.code == 429 for o in refused)
+    assert refused[0].headers["Retry-After"] == "1"
+    assert outcomes.count(None) == 8
+    store.close()
