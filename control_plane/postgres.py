@@ -112,6 +112,17 @@ class LocalPostgres:
             raise RuntimeError(f"psql failed: {proc.stdout[-2000:]}")
         return proc.stdout.strip()
 
+    def password_role(self, name: str, password: str) -> str:
+        """A role that must give ``password`` (SCRAM, as a production server asks), owning a
+        database of its name; the URL to it, with no password in it."""
+        assert self.dir is not None and self._bin is not None
+        self.sql(f"CREATE ROLE {name} LOGIN PASSWORD '{password}'")
+        self.sql(f"CREATE DATABASE {name} OWNER {name}")
+        hba = self.dir / "data" / "pg_hba.conf"
+        hba.write_text(f"host all {name} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+        self._run([str(self._bin / "pg_ctl"), "-D", str(self.dir / "data"), "reload"], "reload")
+        return f"postgresql://{name}@127.0.0.1:{self.port}/{name}"
+
     def stop(self) -> None:
         """Stop it (fast: open sessions are ended) and remove its directory."""
         if self.dir is None:

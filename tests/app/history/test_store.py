@@ -158,3 +158,30 @@ def test_a_baseline_writes_what_changed_while_nobody_watched_as_the_changes_they
     assert store.spans("c", PODS) == [(10, 15), (40, 40)]
     # the same list again (a second replica's): nothing more
     assert store.write("c", [(PODS, Baseline(40, listed))], 2001.0) == 0
+
+
+def test_a_postgresql_password_comes_from_a_file_and_is_never_said(local_postgres, tmp_path,
+                                                                   caplog):
+    import uuid
+
+    from app.history.opening import open_store
+
+    secret = "s3cret-" + uuid.uuid4().hex[:8]
+    url = local_postgres.password_role("pw_" + uuid.uuid4().hex[:8], secret)
+    (tmp_path / "password").write_text(secret + "\n")
+    store = open_store(url, str(tmp_path / "password"))
+    store.create()  # connected with the file's password
+    store.claim("c", "uid")
+    store.close()
+    (tmp_path / "wrong").write_text("not-" + secret)
+    with pytest.raises(StoreUnavailable) as refused:
+        open_store(url, str(tmp_path / "wrong")).create()
+    assert "password authentication failed" in str(refused.value)
+    assert secret not in str(refused.value)
+    with_password = url.replace("@", f":not-{secret}@")
+    with pytest.raises(StoreUnavailable) as refused:
+        open_store(with_password).create()
+    assert secret not in str(refused.value) and ":***@" in str(refused.value)
+    assert secret not in caplog.text
+    with pytest.raises(ValueError, match="password-file"):
+        open_store(url, str(tmp_path / "nowhere"))
