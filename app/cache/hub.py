@@ -110,11 +110,12 @@ class EventHub:
                 last = self.view.pop(key, None) or obj.obj
             else:
                 key, tombstone = obj.key, False
-                self.view.pop(key, None)
+                before = self.view.pop(key, None)
                 last = obj
             self._changed = True
             if self.ready and isinstance(last, EncodedObject):
-                self._publish("DELETED", last, None, tombstone, settled)
+                # (a watch's deletion carries its state before: the history's previous change)
+                self._publish("DELETED", last, None if tombstone else before, tombstone, settled)
                 return
         else:
             previous = self.view.get(obj.key)

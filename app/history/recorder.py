@@ -28,6 +28,16 @@ __all__ = ["Recorder", "resource_key"]
 _KINDS = {"ADDED": ADDED, "MODIFIED": MODIFIED, "DELETED": DELETED}
 
 
+def _previous(event: Any) -> int:
+    """The version of the object's change before ``event``'s, where the hub knows it: the old
+    state of a change or a watch's deletion, the last state of a relist's deletion."""
+    if event.old is not None:
+        return int(event.old.resource_version or 0)
+    if event.type == "DELETED" and event.restamped:
+        return int(event.obj.resource_version or 0)
+    return 0
+
+
 def resource_key(group: str, version: str, resource: str) -> str:
     """A resource as the store names it: its path's start (``core/v1/pods``, ``apps/v1/deployments``)."""
     return f"{group or 'core'}/{version}/{resource}"
@@ -64,13 +74,14 @@ class Recorder:
         and whether each stood at its own version."""
         # (to the microsecond, as the time is written: ``since`` a change's time includes it)
         put, resource, now = self.writer.put, self.resource, round(self._clock(), 6)
-        for event in held:
-            obj = event.obj
-            put(resource, Change(_KINDS[event.type], event.own or event.rv, obj.namespace,
-                                 obj.name, now, obj.raw))
         if self.writer.epoch != self._epoch:  # changes were dropped: a baseline again
             self._epoch = self.writer.epoch
             self.lo, self._needs_baseline = None, True
+        gap = self._needs_baseline  # a change before may be missing: its writer searches
+        for event in held:
+            obj = event.obj
+            put(resource, Change(_KINDS[event.type], event.own or event.rv, obj.namespace,
+                                 obj.name, now, obj.raw, 0 if gap else _previous(event)))
         if self._needs_baseline:
             if point:
                 self._baseline(point)

@@ -64,6 +64,7 @@ class Change:
     name: str
     received: float
     raw: bytes
+    previous: int = 0  # the version of the object's change before it, when the writer knows it
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,14 +320,14 @@ class HistoryStore:
             had = stored.pop((namespace, name), None)
             if had != rv:
                 found.append(Change(ADDED if had is None else MODIFIED, rv, namespace, name,
-                                    received, raw))
+                                    received, raw, had or 0))
         for (namespace, name), rv in sorted(stored.items()):
             cursor.execute(self._sql(
                 "SELECT object FROM kcg_changes WHERE cluster = ? AND resource = ? AND"
                 " namespace = ? AND name = ? AND rv = ?"), (cluster, resource, namespace, name, rv))
             last = cursor.fetchone()
             found.append(Change(DELETED, version, namespace, name, received,
-                                bytes(last[0]) if last else b"{}"))
+                                bytes(last[0]) if last else b"{}", rv))
         return found
 
     def _write_changes(self, cursor: Any, cluster: str, resource: str,
@@ -336,21 +337,36 @@ class HistoryStore:
         sql = self._sql
         insert = sql(
             "INSERT INTO kcg_changes (cluster, resource, namespace, name, rv, kind, replaced_at,"
-            " received, object) VALUES (?, ?, ?, ?, ?, ?, COALESCE((SELECT MIN(n.rv) FROM"
+            " received, object) VALUES (?, ?, ?, ?, ?, ?, COALESCE((SELECT n.rv FROM"
             " kcg_changes n WHERE n.cluster = ? AND n.resource = ? AND n.namespace = ? AND"
-            " n.name = ? AND n.rv > ?), " + str(KEPT) + "), ?, ?)"
+            " n.name = ? AND n.rv > ? ORDER BY n.rv LIMIT 1), " + str(KEPT) + "), ?, ?)"
             " ON CONFLICT (cluster, resource, namespace, name, rv) DO NOTHING")
-        replace = sql(
+        # the previous change replaced at this one's version: found by its key when the
+        # writer knows it (a primary-key lookup), else searched for (a deletion the watch
+        # told, changes while the recorder waits for a baseline); an addition replaces none
+        known = sql(
             "UPDATE kcg_changes SET replaced_at = ? WHERE cluster = ? AND resource = ? AND"
-            " namespace = ? AND name = ? AND replaced_at > ? AND rv = (SELECT MAX(p.rv) FROM"
+            " namespace = ? AND name = ? AND rv = ? AND replaced_at > ?")
+        searched = sql(
+            "UPDATE kcg_changes SET replaced_at = ? WHERE cluster = ? AND resource = ? AND"
+            " namespace = ? AND name = ? AND replaced_at > ? AND rv = (SELECT p.rv FROM"
             " kcg_changes p WHERE p.cluster = ? AND p.resource = ? AND p.namespace = ? AND"
-            " p.name = ? AND p.rv < ?)")
-        for change in changes:
-            ns, name, rv = change.namespace, change.name, change.rv
-            cursor.execute(insert, (cluster, resource, ns, name, rv, change.kind, cluster,
-                                    resource, ns, name, rv, change.received, change.raw))
-            cursor.execute(replace, (rv, cluster, resource, ns, name, rv, cluster, resource,
-                                     ns, name, rv))
+            " p.name = ? AND p.rv < ? ORDER BY p.rv DESC LIMIT 1)")
+        # every insert, then every replacement: a change's predecessor is then in the store
+        # whether it came in this batch or before, in order or not (one statement each, run
+        # for all rows at once: PostgreSQL pipelines them, SQLite reuses the prepared one)
+        cursor.executemany(insert, [
+            (cluster, resource, c.namespace, c.name, c.rv, c.kind, cluster, resource,
+             c.namespace, c.name, c.rv, c.received, c.raw) for c in changes])
+        by_key = [(c.rv, cluster, resource, c.namespace, c.name, c.previous, c.rv)
+                  for c in changes if c.previous and c.previous < c.rv]
+        if by_key:
+            cursor.executemany(known, by_key)
+        by_search = [(c.rv, cluster, resource, c.namespace, c.name, c.rv, cluster, resource,
+                      c.namespace, c.name, c.rv)
+                     for c in changes if c.kind != ADDED and not (c.previous and c.previous < c.rv)]
+        if by_search:
+            cursor.executemany(searched, by_search)
         return len(changes)
 
     # -- reading (any thread) -----------------------------------------------------------
