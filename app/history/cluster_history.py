@@ -41,7 +41,7 @@ NEVER_KEPT = frozenset({("", "secrets")})  # (group, resource)
 MAX_READS = 4
 MAX_WAITING = 64
 PAGE_SCAN = 10_000  # rows read at most for one page of /history/
-MAX_REPLAY = 100_000  # changes a stream resumed from the store may be given before it goes live
+REPLAY_PAGE = 1000  # changes read at once for a stream resumed from the store
 CATCH_UP_WAIT = 3.0  # seconds a read of a version the cache has passed waits for the writer
 
 
@@ -157,31 +157,29 @@ class ClusterHistory:
         """Wait until what the recorders handed over so far is written."""
         return await run_blocking(self.writer.flushed, timeout)
 
-    async def changes(self, resource: str, after: int, upto: int, namespace: str | None
-                      ) -> tuple[dict[tuple[str, str], bytes], list[Row]]:
-        """The changes after ``after`` up to ``upto`` (oldest first, in ``namespace`` if
-        given), and the state at ``after`` of each object they change (a watch's transitions
-        need an object's previous state).
+    async def changes_page(self, resource: str, version: int,
+                           place: tuple[int, str, str] | None, upto: int, namespace: str | None, known: set[tuple[str, str]],
+                           limit: int = REPLAY_PAGE
+                           ) -> tuple[list[Row], dict[tuple[str, str], bytes]]:
+        """One page of the changes after ``version`` (after ``place``, ``(rv, namespace,
+        name)`` of the last one read, when given) up to ``upto``, oldest first (in ``namespace`` if
+        given), and the state at ``version`` of each object they change that is not in
+        ``known`` (a watch's transitions need an object's state before its change).
 
         Raises:
-            StatusError: 410 when more than ``MAX_REPLAY`` changes are asked for (a list
-                from the present is the cheaper way there), 503 when the store cannot be read.
+            StatusError: 503 when the store cannot be read.
         """
-        return await self._read(self._changes, resource, after, upto, namespace)
+        return await self._read(self._changes_page, resource, version, place, upto, namespace,
+                                known, REPLAY_PAGE)
 
-    def _changes(self, resource: str, after: int, upto: int, namespace: str | None
-                 ) -> tuple[dict[tuple[str, str], bytes], list[Row]]:
-        rows = self.store.changes_after(self.cluster, resource, after, upto, MAX_REPLAY + 1,
-                                        namespace)
-        if len(rows) > MAX_REPLAY:
-            raise StatusError(410, f"too old resource version: {after}: more than {MAX_REPLAY} "
-                                   f"changes since; list again and watch from its version",
-                              "Expired")
-        changed = {(r.namespace, r.name) for r in rows}
-        before = {(ns, name): bytes(raw) for ns, name, _, raw in
-                  self.store.live_at(self.cluster, resource, after, namespace)
-                  if (ns, name) in changed}
-        return before, rows
+    def _changes_page(self, resource: str, version: int, place: tuple[int, str, str] | None,
+                      upto: int,
+                      namespace: str | None, known: set[tuple[str, str]], limit: int
+                      ) -> tuple[list[Row], dict[tuple[str, str], bytes]]:
+        rows = self.store.changes_from(self.cluster, resource, version, place, upto, limit,
+                                       namespace)
+        new = sorted({(r.namespace, r.name) for r in rows} - known)
+        return rows, self.store.states_at(self.cluster, resource, version, new)
 
     async def seed(self, group: str, version: str, resource: str) -> Seed | None:
         """The stored state a resource's cache may begin from instead of a list (a restart,

@@ -403,19 +403,45 @@ class HistoryStore:
             (cluster, resource, version, version, DELETED)))
         return {(ns, name): rv for ns, name, rv in rows}
 
-    def changes_after(self, cluster: str, resource: str, version: int, upto: int,
-                      limit: int, namespace: str | None = None) -> list[Row]:
-        """The changes after ``version`` up to ``upto`` (in ``namespace`` if given), oldest
-        first, at most ``limit``."""
-        where = " AND namespace = ?" if namespace is not None else ""
-        params: tuple = (cluster, resource, version, upto)
+    def changes_from(self, cluster: str, resource: str, version: int,
+                     place: tuple[int, str, str] | None, upto: int, limit: int,
+                     namespace: str | None = None) -> list[Row]:
+        """The changes after ``version`` — after ``place`` (``(rv, namespace, name)`` of the
+        last one a page ended at) when given — up to ``upto``, oldest first, at most
+        ``limit``: a page of a replay."""
+        where, params = ["cluster = ?", "resource = ?", "rv <= ?"], [cluster, resource, upto]
+        if place is None:
+            where.append("rv > ?")
+            params.append(version)
+        else:
+            rv, ns, name = place
+            where.append("(rv > ? OR (rv = ? AND (namespace > ? OR (namespace = ? AND name > ?))))")
+            params += [rv, rv, ns, ns, name]
         if namespace is not None:
-            params += (namespace,)
+            where.append("namespace = ?")
+            params.append(namespace)
+        params.append(limit)
         rows = self._run(lambda c: _fetch(c, self._sql(
-            "SELECT kind, rv, namespace, name, received, object FROM kcg_changes WHERE"
-            " cluster = ? AND resource = ? AND rv > ? AND rv <= ?" + where +
-            " ORDER BY rv, namespace, name LIMIT ?"), params + (limit,)))
-        return [Row(k, rv, ns, n, r, bytes(o)) for k, rv, ns, n, r, o in rows]
+            "SELECT kind, rv, namespace, name, received, object FROM kcg_changes WHERE "
+            + " AND ".join(where) + " ORDER BY rv, namespace, name LIMIT ?"), params))
+        return [Row(k, r, n, m, t, bytes(o)) for k, r, n, m, t, o in rows]
+
+    def states_at(self, cluster: str, resource: str, version: int,
+                  keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
+        """The state at ``version`` of the objects ``keys`` names (those there then)."""
+        found: dict[tuple[str, str], bytes] = {}
+        for start in range(0, len(keys), 200):
+            some = keys[start:start + 200]
+            pairs = " OR ".join(["(namespace = ? AND name = ?)"] * len(some))
+            params: list[Any] = [cluster, resource, version, version, DELETED]
+            for ns, name in some:
+                params += [ns, name]
+            for ns, name, raw in self._run(lambda c: _fetch(c, self._sql(
+                    "SELECT namespace, name, object FROM kcg_changes WHERE cluster = ? AND"
+                    " resource = ? AND replaced_at > ? AND rv <= ? AND kind <> ? AND (" + pairs
+                    + ")"), params)):
+                found[(ns, name)] = bytes(raw)
+        return found
 
     def newest_first(self, cluster: str, resource: str, below: tuple[int, str, str] | None,
                      namespace: str | None, name: str | None, since: float | None,

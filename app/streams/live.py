@@ -27,6 +27,7 @@ from app.auth.authorization import Grant
 from app.cache.event import Event
 from app.cache.subscriber import Subscriber
 from app.kube.status import StatusError
+from app.streams.past import Replay
 from app.streams.wire import Wire, frame
 
 __all__ = ["PARK", "RECHECK_AT_MOST_EVERY", "LiveStream", "pieces"]
@@ -82,7 +83,14 @@ class LiveStream:
             for chunk in first:
                 if subscriber.hung_up:
                     return  # nobody to take the rest
-                yield chunk
+                if not isinstance(chunk, Replay):
+                    yield chunk
+                    continue
+                # read as it is sent (a replay from the history store: ``app.streams.past``)
+                async for piece in chunk:
+                    if subscriber.hung_up:
+                        return
+                    yield piece
             del first
             if not live:
                 return

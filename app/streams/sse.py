@@ -114,7 +114,10 @@ class SSEEncoder:
         last_id = self._last_id
         replay = hub.events_after_id(last_id) if last_id else None
         if replay is None and past is not None:
-            replay = past.joined(hub)
+            tail = past.tail(hub)
+            if tail is not None:  # the store's changes, read as they are sent, then the ring's
+                first.append(past.replay(subscriber, self.events))
+                replay = tail
         if replay is not None:
             missed = subscriber.replay(replay)
             if missed:

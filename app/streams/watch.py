@@ -113,7 +113,11 @@ class WatchEncoder:
             return [], True
         events = hub.events_after_rv(parse_rv(version), watch=True)
         if events is None and past is not None:
-            events = past.joined(hub)
+            tail = past.tail(hub)
+            if tail is not None:  # the store's changes, read as they are sent, then the ring's
+                missed = subscriber.replay(tail)
+                return [past.replay(subscriber, self.events),
+                        *([self.events(missed)] if missed else [])], True
         if events is None and hub.ahead_of(parse_rv(version)):
             subscriber.since = parse_rv(version)  # given by another process: it is ahead
             return [], True

@@ -57,7 +57,7 @@ def test_a_batch_written_twice_or_out_of_order_leaves_the_same_rows(store):
         if b and b[-1].kind != DELETED:
             expected["b"] = b[-1].rv
         assert names_at(store, version) == expected, version
-    rows = store.changes_after("c", PODS, 0, KEPT, 100)
+    rows = store.changes_from("c", PODS, 0, None, KEPT, 100)
     assert [(r.rv, r.name) for r in rows] == [(c.rv, c.name) for c in HISTORY]
 
 
@@ -75,7 +75,7 @@ def test_writers_racing_on_one_cluster_leave_each_row_replaced_once(store):
         thread.join()
     assert names_at(store, 12) == {"a": 12, "b": 11}
     assert names_at(store, 13) == {"a": 12}
-    assert len(store.changes_after("c", PODS, 0, KEPT, 100)) == len(HISTORY)
+    assert len(store.changes_from("c", PODS, 0, None, KEPT, 100)) == len(HISTORY)
 
 
 def test_changes_read_back_newest_first_by_page_name_and_time(store):
@@ -102,7 +102,7 @@ def test_forgetting_before_a_version_keeps_every_state_from_it_on(store):
     store.forget_before("c", PODS, 13)
     assert {v: names_at(store, v) for v in range(13, 17)} == before
     assert store.spans("c", PODS) == [(13, 15)]
-    assert [r.rv for r in store.changes_after("c", PODS, 0, KEPT, 100)] == [12, 14, 15]
+    assert [r.rv for r in store.changes_from("c", PODS, 0, None, KEPT, 100)] == [12, 14, 15]
 
 
 def test_a_store_claimed_for_one_cluster_refuses_another_of_the_same_name(store):
@@ -185,3 +185,19 @@ def test_a_postgresql_password_comes_from_a_file_and_is_never_said(local_postgre
     assert secret not in caplog.text
     with pytest.raises(ValueError, match="password-file"):
         open_store(url, str(tmp_path / "nowhere"))
+
+
+def test_a_replay_reads_page_by_page_from_where_the_last_ended_and_states_before(store):
+    deleted_too = HISTORY + [change(DELETED, 15, "b")]  # two changes at one version
+    store.write("c", [(PODS, c) for c in deleted_too], 0.0)
+    pages, place = [], None
+    while True:
+        page = store.changes_from("c", PODS, 11, place, 15, 2)
+        if not page:
+            break
+        pages.append([(r.rv, r.name) for r in page])
+        place = (page[-1].rv, page[-1].namespace, page[-1].name)
+    assert pages == [[(12, "a"), (13, "b")], [(14, "b"), (15, "a")], [(15, "b")]]
+    before = store.states_at("c", PODS, 12, [("shop", "a"), ("shop", "b"), ("shop", "x")])
+    assert {k: orjson.loads(v)["metadata"]["resourceVersion"] for k, v in before.items()} == {
+        ("shop", "a"): "12", ("shop", "b"): "11"}

@@ -41,7 +41,7 @@ class _Failing:
 
 
 def _rows(store):
-    return [(r.rv, r.name) for r in store.changes_after("c", PODS, 0, KEPT, 1000)]
+    return [(r.rv, r.name) for r in store.changes_from("c", PODS, 0, None, KEPT, 1000)]
 
 
 def test_changes_are_written_in_batches_and_a_store_back_gets_them_once(sqlite, caplog):
@@ -110,7 +110,7 @@ def test_retention_forgets_what_only_older_versions_needed(sqlite):
                        (PODS, change(MODIFIED, 12, "a")), (PODS, change(MODIFIED, 15, "a")),
                        (PODS, Span(10, 15))], 0.0)
     writer.retain()  # the cut: 1020, after every change: the newest states stay
-    assert [r.rv for r in sqlite.changes_after("c", PODS, 0, KEPT, 100)] == [11, 15]
+    assert [r.rv for r in sqlite.changes_from("c", PODS, 0, None, KEPT, 100)] == [11, 15]
     assert sqlite.spans("c", PODS) == [(15, 15)]
     assert {n for _, n, _, _ in sqlite.live_at("c", PODS, 15)} == {"a", "b"}
 
@@ -125,6 +125,6 @@ def test_a_store_over_its_size_loses_its_oldest_changes_first(sqlite):
     writer.max_bytes = before // 2
     writer.retain()
     assert sqlite.size_bytes() <= writer.max_bytes
-    kept = [r.rv for r in sqlite.changes_after("c", PODS, 0, KEPT, 100)]
+    kept = [r.rv for r in sqlite.changes_from("c", PODS, 0, None, KEPT, 100)]
     assert kept[-1] == 59 and kept[0] > 10  # the newest kept, the oldest gone
     assert sqlite.spans("c", PODS)[0][0] == kept[0]

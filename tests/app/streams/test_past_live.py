@@ -25,7 +25,10 @@ def _said(events: list[dict]) -> list[tuple[str, str, str]]:
 
 
 def test_a_watch_from_a_version_older_than_the_ring_is_the_api_servers_then_goes_live(
-        local_cluster, kube, namespace, history_url):  # noqa: F811
+        local_cluster, kube, namespace, history_url, monkeypatch):  # noqa: F811
+    from app.history import cluster_history
+
+    monkeypatch.setattr(cluster_history, "REPLAY_PAGE", 2)  # the replay read in pages of two
     base = f"/api/v1/namespaces/{namespace}/configmaps"
     api = httpx.Client(base_url=local_cluster.primary.url, timeout=30, verify=ssl.create_default_context(
         cafile=str(local_cluster.primary.ca_file)),
