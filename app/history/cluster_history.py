@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from app.bridge import run_blocking
 from app.history.patches import change_item
@@ -31,7 +33,7 @@ from app.history.recorder import Recorder, resource_key
 from app.history.store import ForeignStore, HistoryStore, Row, StoreUnavailable
 from app.history.writer import HistoryWriter
 from app.kube.status import StatusError
-from informer_core.encoded import EncodedObject
+from informer_core.encoded import EncodedObject, object_key
 
 __all__ = ["NEVER_KEPT", "ClusterHistory", "Seed", "expired"]
 
@@ -248,9 +250,34 @@ class ClusterHistory:
 
     def _state_at(self, resource: str, version: int, namespace: str | None) -> list[EncodedObject]:
         rows = self.store.live_at(self.cluster, resource, version, namespace)
-        objects = [EncodedObject(bytes(raw)) for _, _, _, raw in rows]
+        objects = [StoredObject(bytes(raw), ns, name, rv) for ns, name, rv, raw in rows]
         objects.sort(key=_key)
         return objects
+
+
+class StoredObject(EncodedObject):
+    """An object read back from the store: its key and version from the row, its labels read
+    from its JSON only when a selection asks (a list of every object at a past version
+    never parses one: 10,000 Pods made as ``EncodedObject``s took 100 ms, two thirds of
+    the read)."""
+
+    __slots__ = ("_labels",)
+
+    def __init__(self, raw: bytes, namespace: str, name: str, rv: int) -> None:
+        # (no parse: the parent's fields set from the row)
+        self.raw = raw
+        self.namespace = namespace
+        self.resource_version = str(rv)
+        self.key = object_key(namespace, name)
+        self._labels: Mapping[str, str] | None = None
+
+    @property  # type: ignore[override]
+    def labels(self) -> Mapping[str, str]:
+        if self._labels is None:
+            found = (orjson.loads(self.raw).get("metadata") or {}).get("labels")
+            self._labels = ({str(k): str(v) for k, v in found.items()}
+                            if isinstance(found, dict) else {})
+        return self._labels
 
 
 @dataclass(frozen=True, slots=True)

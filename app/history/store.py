@@ -212,8 +212,10 @@ class HistoryStore:
                 " PRIMARY KEY (cluster, resource, namespace, name, rv))",
                 "CREATE INDEX IF NOT EXISTS kcg_changes_by_version "
                 "ON kcg_changes (cluster, resource, rv)",
+                # the state at a version: rows replaced after it (the range), changed at or
+                # before it and not deletions (checked in the index: only matches are read)
                 "CREATE INDEX IF NOT EXISTS kcg_changes_by_replacement "
-                "ON kcg_changes (cluster, resource, replaced_at)",
+                "ON kcg_changes (cluster, resource, replaced_at, rv, kind)",
                 "CREATE INDEX IF NOT EXISTS kcg_changes_by_time ON kcg_changes (received)",
                 "CREATE TABLE IF NOT EXISTS kcg_spans (cluster TEXT NOT NULL,"
                 " resource TEXT NOT NULL, lo BIGINT NOT NULL, hi BIGINT NOT NULL,"
