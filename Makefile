@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test setup binaries bench bench-scale soak soak-token rbac-differential manifests image node clean
+.PHONY: demo test setup binaries bench bench-scale bench-history soak soak-token rbac-differential manifests image node clean
 
 demo: setup binaries
 	$(VENV)/bin/kube-cache-gateway demo
@@ -42,6 +42,15 @@ bench-scale: setup binaries
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,bench]'
 	$(PY) -m control_plane.binaries --test-tools
 	$(PY) -m bench.scale --pods 1000,10000,50000,150000 --subscribers none --json docs/scale.json
+	$(PY) -m bench --render docs/benchmarks.json --out docs/benchmarks.md
+
+# A gateway restarted on its history store at 150,000 Pods (and a new replica on a shared
+# PostgreSQL one): seconds to ready and LISTs sent; writes docs/past_restart.json and renders
+# it into docs/benchmarks.md (~15 min).
+bench-history: setup binaries
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,bench]'
+	$(PY) -m control_plane.binaries --test-tools
+	$(PY) -m bench.past --restart-only --pods 150000 --json docs/past_restart.json
 	$(PY) -m bench --render docs/benchmarks.json --out docs/benchmarks.md
 
 # Ten minutes of 200 clients while objects churn; writes docs/soak.json and docs/soak.png

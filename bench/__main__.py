@@ -12,7 +12,8 @@ what ``--workers N`` costs (``bench.workers``), the queries for
 dashboards (``bench.dashboard``), a merged list of three clusters (``bench.merged``), today's
 clients' watch-list and ``--metadata-only`` (``bench.clients``) and
 how cost grows with objects and subscribers (``bench.scale``, on an API server of its own),
-each measuring
+what keeping history costs and gives (``bench.past``, on an API server and a PostgreSQL of
+its own), each measuring
 side by side in the same run. ``--quick`` runs everything at toy sizes, to check the machinery.
 """
 
@@ -25,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import (authz, clients, dashboard, fanout, local_authz, merged, queries, scale,
-                   send_cost, sync_pods, workers)
+from bench import (authz, clients, dashboard, fanout, local_authz, merged, past, queries,
+                   scale, send_cost, sync_pods, workers)
 from bench.report import render
 from bench.seed import seed
 from control_plane.cluster import LocalCluster
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                 workers_rate=50.0,
                 merged_rounds=15, clients_rounds=5, scale_pods=(1_000, 10_000, 50_000),
                 scale_subscribers=(100, 1_000, 5_000, 10_000), scale_seconds=30.0,
-                scale_settle=10.0)
+                scale_settle=10.0, past_changes=100_000)
     if args.quick:
         size = dict(pods=200, configmaps=20, sync_rounds=1, query_seconds=1.0, query_rounds=1,
                     authz_rounds=1, authz_requests=500, local_callers=20, revocations=2,
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
                     workers_rate=5.0,
                     merged_rounds=2, clients_rounds=1, scale_pods=(100, 300),
                     scale_subscribers=(5, 10),
-                    scale_seconds=2.0, scale_settle=3.0)
+                    scale_seconds=2.0, scale_settle=3.0, past_changes=2_000)
     command = ("python -m bench" + (" --quick" if args.quick else "") + f" --out {args.out}"
                + (f" --json {args.json}" if args.json else ""))
     started = time.monotonic()
@@ -106,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
                                  fan_seconds=size["scale_seconds"],
                                  settle=size["scale_settle"],
                                  query_seconds=size["query_seconds"])
+    print("history: its cost and what it gives ...", flush=True)  # a cluster and store of its own
+    results["past"] = past.run(size["pods"], size["past_changes"], size["query_seconds"],
+                               size["query_rounds"])
     results["seconds"] = round(time.monotonic() - started)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render(_with_large_scale(results, args.out)))
@@ -116,10 +120,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _with_large_scale(results: dict, out: Path) -> dict:
-    """The results with ``make bench-scale``'s (``scale.json`` beside ``out``), if it ran."""
+    """The results with ``make bench-scale``'s (``scale.json`` beside ``out``) and ``make
+    bench-history``'s (``past_restart.json``), where they ran."""
     large = out.parent / "scale.json"
     if large.exists():
-        return {**results, "scale_large": json.loads(large.read_text())}
+        results = {**results, "scale_large": json.loads(large.read_text())}
+    restart = out.parent / "past_restart.json"
+    if restart.exists():
+        results = {**results, "past_restart": json.loads(restart.read_text())}
     return results
 
 

@@ -38,17 +38,19 @@ from pathlib import Path
 import httpx
 import orjson
 
-from bench.procs import start_gateway
+from bench.procs import start_gateway, tree_cpu_seconds
 from bench.queries import QUERIES, wrk
 from bench.seed import pod, seed
 from control_plane.cluster import LocalCluster
 from control_plane.kubeapi import KubeAPI
 from control_plane.postgres import LocalPostgres
 
-__all__ = ["SIDES", "run", "table"]
+__all__ = ["SIDES", "figures_table", "restart_run", "restart_targets", "restart_text", "run",
+           "table", "targets"]
 
 SIDES = ("off", "sqlite", "postgresql")
 _LOAD_RATE = 50.0  # changes a second the API server takes while the queries run
+_CPU_SECONDS = 20.0  # seconds each gateway's CPU is read over, under that load alone
 
 
 def _median(values: list[float]) -> float:
@@ -196,6 +198,19 @@ def _replay(url: str, version: int, expected: int) -> dict:
             "all_s": round(time.perf_counter() - began, 2)}
 
 
+def _pid_of(pg: LocalPostgres) -> int:
+    """The PostgreSQL server's postmaster (its backends are its children)."""
+    return int((pg.dir / "data" / "postmaster.pid").read_text().split()[0])
+
+
+def _cpu_percent(pids: dict[str, int], seconds: float) -> dict[str, float]:
+    """Each process tree's CPU share over ``seconds`` (100 = one core)."""
+    before = {name: tree_cpu_seconds(pid) for name, pid in pids.items()}
+    time.sleep(seconds)
+    return {name: round(100 * (tree_cpu_seconds(pid) - before[name]) / seconds, 1)
+            for name, pid in pids.items()}
+
+
 def _ready_seconds(cluster: LocalCluster, workdir: Path, *args: str) -> tuple[object, float]:
     began = time.monotonic()
     gateway = start_gateway(cluster, workdir, *args, ready_timeout=600)
@@ -233,6 +248,12 @@ def run(pods: int = 10_000, changes: int = 100_000, seconds: float = 5.0, rounds
             load = _patcher(kube, pods, None, _LOAD_RATE, stop, versions)
             runs: dict = {}
             try:
+                time.sleep(2)
+                results["cpu_under_load"] = _cpu_percent(
+                    {side: gw.pid for side, gw in gateways.items()} | {"postgres": _pid_of(pg)},
+                    _CPU_SECONDS)
+                log(f"  CPU % under {_LOAD_RATE:g} changes/s, no queries: "
+                    f"{results['cpu_under_load']}")
                 for r in range(rounds):
                     for query in QUERIES:
                         for conns in connections:
@@ -284,23 +305,7 @@ def run(pods: int = 10_000, changes: int = 100_000, seconds: float = 5.0, rounds
                 replay.update(peak_before_mib=peak_before, peak_after_mib=_peak_mib(pid))
                 results["replay"][side] = replay
             log(f"  replay {results['replay']}")
-            results["restart"] = {}
-            lists = _pod_lists(kube)
-            gateways["sqlite"].stop()
-            gateways["sqlite"], took = _ready_seconds(cluster, workdir / "sqlite-again", *common,
-                                                      "--history", stores["sqlite"])
-            results["restart"]["sqlite"] = {"ready_seconds": took,
-                                            "pod_lists": _pod_lists(kube) - lists}
-            lists = _pod_lists(kube)
-            replica, took = _ready_seconds(cluster, workdir / "postgresql-replica", *common,
-                                           "--history", stores["postgresql"])
-            gateways["postgresql-replica"] = replica
-            results["restart"]["postgresql_new_replica"] = {"ready_seconds": took,
-                                                            "pod_lists": _pod_lists(kube) - lists}
-            lists = _pod_lists(kube)
-            gateways["off-again"], took = _ready_seconds(cluster, workdir / "off-again", *common)
-            results["restart"]["off"] = {"ready_seconds": took,
-                                         "pod_lists": _pod_lists(kube) - lists}
+            results["restart"] = _restarts(cluster, kube, workdir, stores, common, gateways)
             log(f"  restart {results['restart']}")
             for gateway in gateways.values():
                 gateway.stop()
@@ -310,6 +315,57 @@ def run(pods: int = 10_000, changes: int = 100_000, seconds: float = 5.0, rounds
             gateway.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     return results
+
+
+def _restarts(cluster: LocalCluster, kube: KubeAPI, workdir: Path, stores: dict[str, str],
+              common: tuple[str, ...], gateways: dict) -> dict:
+    """The SQLite gateway stopped and started on its file; a new gateway on the PostgreSQL
+    store beside the running one; one without history, for comparison: seconds to ready and
+    the LISTs of Pods the API server answered for each."""
+    found = {}
+    lists = _pod_lists(kube)
+    gateways["sqlite"].stop()
+    gateways["sqlite"], took = _ready_seconds(cluster, workdir / "sqlite-again", *common,
+                                              "--history", stores["sqlite"])
+    found["sqlite"] = {"ready_seconds": took, "pod_lists": _pod_lists(kube) - lists}
+    lists = _pod_lists(kube)
+    gateways["postgresql-replica"], took = _ready_seconds(
+        cluster, workdir / "postgresql-replica", *common, "--history", stores["postgresql"])
+    found["postgresql_new_replica"] = {"ready_seconds": took,
+                                       "pod_lists": _pod_lists(kube) - lists}
+    lists = _pod_lists(kube)
+    gateways["off-again"], took = _ready_seconds(cluster, workdir / "off-again", *common)
+    found["off"] = {"ready_seconds": took, "pod_lists": _pod_lists(kube) - lists}
+    return found
+
+
+def restart_run(pods: int = 150_000, log=print) -> dict:
+    """Only the restarts, at ``pods`` Pods (``make bench-history``: 150,000, the Kubernetes
+    scalability limit per cluster)."""
+    workdir = Path(tempfile.mkdtemp(prefix="kcg-past-restart-"))
+    gateways: dict = {}
+    try:
+        with LocalCluster() as cluster, LocalPostgres() as pg:
+            kube = KubeAPI.for_cluster(cluster)
+            seed(kube, pods=pods, configmaps=0, log=log)
+            stores = {"sqlite": f"sqlite:///{workdir}/history.db",
+                      "postgresql": _database(pg, "history")}
+            common = ("--prewarm", "pods", "--sync-timeout", "1200")
+            for side in SIDES[1:]:
+                gateways[side] = start_gateway(cluster, workdir / side, *common, "--history",
+                                               stores[side], ready_timeout=1200)
+            version = int(kube.get("/api/v1/pods?limit=1")["metadata"]["resourceVersion"])
+            for side in SIDES[1:]:
+                _until_kept(gateways[side].url, version, time.monotonic() + 600)
+            found = _restarts(cluster, kube, workdir, stores, common, gateways)
+            log(f"  restart at {pods:,} Pods: {found}")
+            return {"pods": pods, "restart": found,
+                    "command": f"python -m bench.past --restart-only --pods {pods}",
+                    "date": time.strftime("%Y-%m-%d")}
+    finally:
+        for gateway in gateways.values():
+            gateway.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _database(pg: LocalPostgres, name: str) -> str:
@@ -346,6 +402,107 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def ratio(results: dict, query: str, conns: int, side: str) -> float:
+    """A query's req/s with history kept in ``side``'s store ÷ without, medians."""
+    def rate(which: str) -> float:
+        return _median([r["requests_per_second"]
+                        for r in results["runs"].get(f"{query}|{conns}|{which}", [])] or [0.0])
+    off = rate("off")
+    return rate(side) / off if off else 0.0
+
+
+def targets(results: dict) -> list[tuple[str, str, bool]]:
+    """The issue's goals for the history: (target, measured, met)."""
+    rows = []
+    for side in SIDES[1:]:
+        for conns in results["connections"]:
+            worst = min((ratio(results, q.name, conns, side), q.name) for q in QUERIES)
+            rows.append((f"Q1–Q5 req/s with history in {side} ≥ 0.95× without ({conns} conn, "
+                         f"under {_LOAD_RATE:g} changes/s)",
+                         f"lowest {worst[0]:.2f}× ({worst[1]})", worst[0] >= 0.95))
+    for side, found in results["write_rate"].items():
+        rows.append((f"changes written into {side} ≥ 10,000/s (10× a busy cluster's)",
+                     f"{found['changes_per_second']:,}/s", found["changes_per_second"] >= 10_000))
+    for side, found in results["exact"].items():
+        times = found["past_p50_ms"] / found["current_p50_ms"]
+        rows.append((f"an Exact list of {results['pods']:,} Pods {results['changes']:,} changes "
+                     f"old ({side}) ≤ 10× a current list's p50",
+                     f"{found['past_p50_ms']:.1f} ÷ {found['current_p50_ms']:.1f} ms = {times:.1f}×",
+                     times <= 10))
+    for side, found in results["restart"].items():
+        if side != "off":
+            rows.append((f"LISTs of Pods sent upstream by a gateway started on its store "
+                         f"({side.replace('_', ' ')}): 0", str(found["pod_lists"]),
+                         found["pod_lists"] == 0))
+    return rows
+
+
+def restart_targets(results: dict) -> list[tuple[str, str, bool]]:
+    """``make bench-history``'s goal: no LIST by a gateway started on its store."""
+    return [(f"LISTs of Pods sent upstream by a gateway started on its store at "
+             f"{results['pods']:,} Pods ({side.replace('_', ' ')}): 0",
+             str(found["pod_lists"]), found["pod_lists"] == 0)
+            for side, found in results["restart"].items() if side != "off"]
+
+
+def restart_text(results: dict) -> str:
+    """``make bench-history``'s section of ``docs/benchmarks.md``."""
+    restart = results["restart"]
+    return (f"### Restarts at {results['pods']:,} Pods\n\n"
+            f"From a run of its own, on the same machine ({results.get('date', '')}): "
+            f"`{results['command']}` (`make bench-history`). A gateway restarted on its SQLite "
+            f"file was ready in {restart['sqlite']['ready_seconds']:.1f} s and sent "
+            f"{restart['sqlite']['pod_lists']} LIST of Pods; a new gateway on the PostgreSQL "
+            f"store another one writes, in {restart['postgresql_new_replica']['ready_seconds']:.1f} s "
+            f"with {restart['postgresql_new_replica']['pod_lists']}; one without history in "
+            f"{restart['off']['ready_seconds']:.1f} s with {restart['off']['pod_lists']} "
+            f"(the API server's own count).\n")
+
+
+def figures_table(results: dict) -> str:
+    """What is not a query's rate: writes, the past read back, restarts."""
+    write = results["write_rate"]
+    end = results["end_to_end"]
+    lines = ["| | SQLite | PostgreSQL |", "|---|---|---|"]
+    lines.append("| the store's own write rate (changes/s, batches of 500) | "
+                 + " | ".join(f"{write[s]['changes_per_second']:,}" for s in SIDES[1:]) + " |")
+    lines.append(f"| bytes per change (objects of {write['sqlite']['object_bytes']:,} B) | "
+                 + " | ".join(f"{write[s]['bytes_per_change']:,}" for s in SIDES[1:]) + " |")
+    lines.append(f"| {end['changes']:,} changes through the API server "
+                 f"({end['api_server_changes_per_second']:,}/s): all kept, seconds after the last | "
+                 + " | ".join(f"{end['kept_after_last_write_seconds'][s]:.1f}" for s in SIDES[1:])
+                 + " |")
+    exact = results["exact"]
+    lines.append(f"| Exact list of every Pod at a version {results['changes']:,} changes old, "
+                 f"p50 ms (a current list's) | "
+                 + " | ".join(f"{exact[s]['past_p50_ms']:.1f} ({exact[s]['current_p50_ms']:.1f})"
+                              for s in SIDES[1:]) + " |")
+    replay = results["replay"]
+    lines.append(f"| watch replay of {replay['sqlite']['events']:,} changes: first event, all (s) | "
+                 + " | ".join(f"{replay[s]['first_s']:.2f}, {replay[s]['all_s']:.1f}"
+                              for s in SIDES[1:]) + " |")
+    lines.append("| gateway's peak RSS before → after the replay (MiB) | "
+                 + " | ".join(f"{replay[s]['peak_before_mib']:.0f} → {replay[s]['peak_after_mib']:.0f}"
+                              for s in SIDES[1:]) + " |")
+    restart = results["restart"]
+    lines.append("| restarted on its store (SQLite) / a new replica on the shared store "
+                 "(PostgreSQL): seconds to ready, LISTs of Pods sent | "
+                 f"{restart['sqlite']['ready_seconds']:.1f} s, {restart['sqlite']['pod_lists']} | "
+                 f"{restart['postgresql_new_replica']['ready_seconds']:.1f} s, "
+                 f"{restart['postgresql_new_replica']['pod_lists']} |")
+    lines.append(f"| (without history, for comparison: seconds to ready, LISTs) | "
+                 f"{restart['off']['ready_seconds']:.1f} s, {restart['off']['pod_lists']} | |")
+    cpu = results.get("cpu_under_load")
+    if cpu:
+        lines.append(f"| CPU % of one core under {_LOAD_RATE:g} changes/s, no queries: the "
+                     f"gateway (without history: {cpu['off']:.1f}) | {cpu['sqlite']:.1f} | "
+                     f"{cpu['postgresql']:.1f} (+ the server {cpu['postgres']:.1f}) |")
+    rec = results["recorder"]
+    lines.append(f"| a hub's work per delivered event, µs, without → with a recorder | "
+                 f"{rec['without_us']:.1f} → {rec['with_us']:.1f} | |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.past", description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=10_000)
@@ -353,9 +510,18 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--restart-only", action="store_true",
+                        help="only the restarts, at --pods Pods (make bench-history: 150,000)")
     args = parser.parse_args()
+    if args.restart_only:
+        results = restart_run(args.pods)
+        print(json.dumps(results, indent=1))
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=1))
+        return
     results = run(args.pods, args.changes, args.seconds, args.rounds)
     print(table(results))
+    print(figures_table(results))
     print(json.dumps({k: v for k, v in results.items() if k != "runs"}, indent=1))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))

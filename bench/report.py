@@ -13,7 +13,7 @@ import platform
 import time
 from pathlib import Path
 
-from bench import (authz, clients, dashboard, fanout, local_authz, merged, queries, scale,
+from bench import (authz, clients, dashboard, fanout, local_authz, merged, past, queries, scale,
                    send_cost, sync_pods, workers)
 
 __all__ = ["render", "targets"]
@@ -122,6 +122,10 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
         for (name, conns), ratio in authz.ratios(results["authz"]).items():
             rows.append((f"{name} with --authz kubernetes ≥ 0.9× the req/s of none ({conns} conn)",
                          f"{ratio:.2f}×", ratio >= 0.9))
+    if "past" in results:
+        rows += past.targets(results["past"])
+    if "past_restart" in results:
+        rows += past.restart_targets(results["past_restart"])
     if "local_authz" in results:
         auto = results["local_authz"]["modes"]["auto"]
         rows.append((f"access reviews for {results['local_authz']['callers']:,} new callers an "
@@ -353,6 +357,22 @@ RoleBinding of a caller with an open watch deleted, or the Pod its token is boun
 the caller's requests every 5 ms until one is refused.
 """
 
+_PAST = """\
+## History: what keeping it costs, and what it gives
+
+`bench/past.py` (alone: `python -m bench.past`), on an API server and a PostgreSQL of its
+own, seeded with {pods:,} Pods. Three gateways side by side, Pods pre-warmed: without
+history, with `--history sqlite:///…` and with `--history postgresql://…`. The queries run
+while the API server takes 50 changes a second (the history written meanwhile), {seconds:g} s
+per measurement, {rounds} rounds with the order alternating, medians. Then {changes:,}
+patches through the API server as fast as it takes them; an Exact list of every Pod at the
+version from before them (p50 of 20, beside a current list's on the same gateway); a watch
+from that version, every change since; and the restarts: the SQLite gateway stopped and
+started on its file, a new gateway started on the PostgreSQL store while the first runs —
+the LISTs are the API server's own count (`apiserver_request_total`). The write rate is the
+store's own: 50,000 changes of the seed's Pods written in the writer's batches.
+"""
+
 _SYNC = """\
 ## Initial sync of {pods:,} Pods
 
@@ -515,6 +535,18 @@ def render(results: dict) -> str:
     if "local_authz" in results:
         parts.append(_LOCAL_AUTHZ.format(callers=results["local_authz"]["callers"]))
         parts.append(local_authz.table(results["local_authz"]) + "\n")
+    if "past" in results:
+        p = results["past"]
+        parts.append(_PAST.format(pods=p["pods"], changes=p["changes"], seconds=p["seconds"],
+                                  rounds=p["rounds"]))
+        if p.get("command"):  # measured apart from the rest, and said so
+            parts.append(f"These rows come from a run of their own, on the same machine and day: "
+                         f"`{p['command']}`.\n")
+        parts.append(past.table(p) + "\n")
+        parts.append(past.figures_table(p) + "\n")
+    if "past_restart" in results:  # make bench-history: a run of its own
+        r = results["past_restart"]
+        parts.append(past.restart_text(r) + "\n")
     parts.append(_SYNC.format(pods=size["pods"], rounds=len(results["sync"]["ours"])))
     parts.append(sync_pods.table(results["sync"]) + "\n")
     parts.append(_FANOUT.format(seconds=size["fan_seconds"], settle=size["settle"]))

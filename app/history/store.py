@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = ["ADDED", "DELETED", "KEPT", "MODIFIED", "TYPES", "Baseline", "Change", "Span", "ForeignStore",
@@ -54,9 +54,11 @@ class ForeignStore(StoreUnavailable):
     """The store was written for another cluster of the same name: never mixed."""
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One change to write: ``kind`` ADDED/MODIFIED/DELETED, the object's key parts, its JSON."""
+class Change(NamedTuple):
+    """One change to write: ``kind`` ADDED/MODIFIED/DELETED, the object's key parts, its JSON.
+
+    A tuple, not a dataclass: one is made on the event loop for every change a hub delivers
+    (a frozen dataclass's ``__init__`` cost 1 µs of the recorder's 3 there)."""
 
     kind: int
     rv: int
@@ -67,8 +69,7 @@ class Change:
     previous: int = 0  # the version of the object's change before it, when the writer knows it
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
+class Span(NamedTuple):
     """The store is exact at every version from ``lo`` to ``hi`` (the changes before it say so)."""
 
     lo: int
