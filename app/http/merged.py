@@ -55,13 +55,13 @@ from app.kube.access import Access, narrowed_to
 from app.clusters.merging import (CLUSTER_ANNOTATION, decode_versions, encode_versions, tagged,
                                   tagged_dict)
 from app.cache.kept_lists import KeptList, Mark
-from app.http.resources import check_scope, select_consistent
+from app.http.resources import check_scope, past_objects, select_consistent
 from app.kube.envelope import (GZIP_ABOVE, LIST_TAIL, KeptBody, ListBody, MadeListBody, joined,
                                list_head)
 from app.cache.metadata_only import check_read
 from app.kube.partial import partial, wrong_form
-from app.kube.request import (Query, decode_continue, encode_continue, negotiate, parse_path,
-                              parse_query)
+from app.kube.request import (Query, continued_at, decode_continue, encode_continue, negotiate,
+                              parse_path, parse_query)
 from app.kube.status import StatusError, bad_request, method_not_allowed, not_found
 from app.kube.table import render_table
 from app.query.selection import Selection
@@ -174,6 +174,13 @@ async def merged_endpoint(request: Request) -> Response:
                           f"names are per cluster; ask /clusters/NAME/...")
     raw = request.scope.get("query_string", b"")
     query, names, asked_version = _query(raw, gateway)
+    exact = query.resource_version_match == "Exact" and asked_version is not None
+    if query.continue_key and asked_version is None:
+        # the pages of an Exact list at past versions are read at them (the token says)
+        continued = continued_at(query.continue_key)
+        if isinstance(continued, str):
+            asked_version = decode_versions(continued, clusters=_nameable(gateway))
+            exact = True
     accept = negotiate(request.headers.get("accept"), allow_sse=True)
     if accept.kind == "meta":  # the list form for a list, the object form for a watch
         wrong = wrong_form(accept.as_kind, not query.watch)
@@ -205,12 +212,22 @@ async def merged_endpoint(request: Request) -> Response:
     async def part_of(share: _Share) -> _Part:
         cluster, entry, selection = share.reached.cluster, share.reached.entry, share.selection
         dashboard = bool(query.view_text)
-        objects, version, from_store = await select_consistent(entry, selection,
-                                                               filtered=not dashboard)
+        past = False
         if asked_version is not None and cluster.name in asked_version:
-            # not older than the token's version of this cluster (waited for, as on its path)
-            await fresh_enough(entry.hub, dataclasses.replace(
-                query, resource_version=asked_version[cluster.name]), listing=True)
+            # not older than the token's version of this cluster (waited for, as on its
+            # path); an Exact one the cache has passed is its history's (``app.history``)
+            past = await fresh_enough(entry.hub, dataclasses.replace(
+                query, resource_version=asked_version[cluster.name],
+                resource_version_match="Exact" if exact else query.resource_version_match),
+                listing=True, history=cluster.history is not None)
+        if past:
+            version = asked_version[cluster.name]
+            objects = await past_objects(cluster.history, entry, int(version),
+                                         selection.unfiltered() if dashboard else selection)
+            from_store = False
+        else:
+            objects, version, from_store = await select_consistent(entry, selection,
+                                                                   filtered=not dashboard)
         places, summary = None, None
         if dashboard:
             fingerprint = (f"merged|{entry.resource.gvr}|{selection.namespace}|{query.label_text}|"
@@ -272,7 +289,8 @@ async def merged_endpoint(request: Request) -> Response:
         end = start + query.limit
         remaining = len(ordered) - end
         place, _, last = ordered[end - 1]
-        token = encode_continue(last.key, fingerprint, list(place))
+        token = encode_continue(last.key, fingerprint, list(place),
+                                encode_versions(versions) if exact else None)
     page = ordered[start:end]
     rv = encode_versions(versions)
     first = parts[0].entry

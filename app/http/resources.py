@@ -59,7 +59,8 @@ from app.streams.watch import WatchEncoder
 from informer_core.encoded import EncodedObject
 from informer_core.fields import FieldSelector, Term
 
-__all__ = ["check_scope", "resource_answer", "resource_endpoint", "select_consistent"]
+__all__ = ["check_scope", "past_objects", "resource_answer", "resource_endpoint",
+           "select_consistent"]
 
 _READ_METHODS = ("GET", "HEAD")
 _BULK_ABOVE = 100  # objects cut to their metadata off the event loop from this many
@@ -113,6 +114,8 @@ async def resource_answer(scope: dict, receive: Any) -> Response:
     listing = shape.target.name is None
     history = cluster.history if listing else None
     past = continued_at(query.continue_key) if history is not None and query.continue_key else None
+    if not isinstance(past, int):
+        past = None  # (a merged list's token: refused by decode_continue, as any other's)
     if query.resource_version and await fresh_enough(entry.hub, query, listing=listing,
                                                      history=history is not None):
         past = int(query.resource_version)
@@ -326,20 +329,32 @@ async def _past_list(history: Any, entry: ResourceCache, shape: Shape, reading: 
     """An ``Exact`` list at a version the cache has moved past, from the history store
     (``app.history``), answered in every form a list of the present is; its pages are read
     at the same version (their continue tokens carry it)."""
-    resource = entry.resource
-    key = resource_key(resource.group, resource.version, resource.resource)
-    await history.span_of(key, version, entry.hub.rv)
     selection = reading.selection
     if shape.query.view_text:
         selection = selection.unfiltered()  # a dashboard's filters are its query's (``_answer``)
-    objects = await history.state_at(key, version, selection.namespace)
-    if not selection.namespace_only:
-        matches = selection.matches
-        objects = (await run_bulk(lambda: [o for o in objects if matches(o)])
-                   if len(objects) >= _BULK_ABOVE else [o for o in objects if matches(o)])
+    objects = await past_objects(history, entry, version, selection)
     etag = f'"past-{version}-{reading.digest}"'  # a past state never changes
     return await _answer(entry, shape, reading, objects, str(version), etag, gzip_ok, None,
                          None, past=version)
+
+
+async def past_objects(history: Any, entry: ResourceCache, version: int,
+                       selection: Selection) -> list:
+    """The objects ``selection`` chooses of the state at ``version``, from the history store,
+    in key order.
+
+    Raises:
+        StatusError: 410 for a version the history does not hold, 503 when it cannot be read.
+    """
+    resource = entry.resource
+    key = resource_key(resource.group, resource.version, resource.resource)
+    await history.span_of(key, version, entry.hub.rv)
+    objects = await history.state_at(key, version, selection.namespace)
+    if selection.namespace_only:
+        return objects
+    matches = selection.matches
+    return (await run_bulk(lambda: [o for o in objects if matches(o)])
+            if len(objects) >= _BULK_ABOVE else [o for o in objects if matches(o)])
 
 
 async def _answer(entry: ResourceCache, shape: Shape, reading: Reading, objects: list,

@@ -200,9 +200,10 @@ _INT64_MAX = 2**63 - 1  # the API server's parameters are int64
 
 
 def encode_continue(key: str, query_fingerprint: str, place: tuple | None = None,
-                    version: int | None = None) -> str:
+                    version: int | str | None = None) -> str:
     """Make a continue token: resume after ``key`` (at ``place`` in a sorted list) for the
-    same query; ``version``: the past version the first page was read at (every page is)."""
+    same query; ``version``: the past version the first page was read at (every page is) —
+    a merged list's names one per cluster (its version token)."""
     doc: dict = {"v": 1, "k": key, "q": query_fingerprint}
     if place is not None:
         doc["p"] = place
@@ -211,15 +212,18 @@ def encode_continue(key: str, query_fingerprint: str, place: tuple | None = None
     return base64.urlsafe_b64encode(orjson.dumps(doc)).decode()
 
 
-def continued_at(token: str) -> int | None:
-    """The past version a continue token's pages are read at (``None``: the present, or
-    not a token of ours — ``decode_continue`` says so)."""
+def continued_at(token: str) -> int | str | None:
+    """The past version a continue token's pages are read at — a merged list's version
+    token, naming one per cluster (``None``: the present, or not a token of ours —
+    ``decode_continue`` says so)."""
     try:
         doc = orjson.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
     except (ValueError, binascii.Error, orjson.JSONDecodeError):
         return None
     version = doc.get("r") if isinstance(doc, dict) else None
-    return version if type(version) is int and 0 < version <= _INT64_MAX else None
+    if type(version) is int and 0 < version <= _INT64_MAX:
+        return version
+    return version if isinstance(version, str) and 0 < len(version) <= 4096 else None
 
 
 def decode_continue(token: str, query_fingerprint: str) -> tuple[str, list | None]:

@@ -12,6 +12,7 @@ import pytest
 from control_plane.fake import FakeCluster
 from control_plane.kubeapi import widget_crd
 from tests.app.conftest import run_fake_clusters
+from tests.helpers import wait_until
 
 ANNOTATION = "kube-cache-gateway.io/cluster"
 CM = "/api/v1/namespaces/{ns}/configmaps"
@@ -444,3 +445,45 @@ def test_the_clusters_lists_in_order_read_like_the_list_of_their_items():
         assert bisect.bisect_right(lazy, place, key=lambda item: item[0]) == \
             bisect.bisect_right(whole, place, key=lambda item: item[0])
     assert [c for c, _ in itertools.groupby(lazy[2:5], key=lambda item: item[1])] == ["a", "c"]
+
+
+def test_an_exact_merged_list_at_a_past_token_is_each_clusters_history_paged_at_it(tmp_path):
+    fakes = {name: FakeCluster() for name in ("a", "b")}
+    for fake in fakes.values():
+        fake.ensure_namespace("kube-system")  # each cluster's identity in the store
+        fake.ensure_namespace("shop")
+    base = "/api/v1/namespaces/shop/configmaps"
+    for name, fake in fakes.items():
+        for i in range(2):
+            fake.create(base, {"metadata": {"name": f"{name}-{i}"}, "data": {"v": "0"}})
+    with run_fake_clusters(fakes, tmp_path / "clusters.yaml", default="a",
+                           history=f"sqlite:///{tmp_path}/h.db") as gw, \
+            httpx.Client(base_url=gw.url, timeout=30) as http:
+        then = http.get(f"/clusters/*{base}").json()
+        token = then["metadata"]["resourceVersion"]
+        for name, fake in fakes.items():
+            fake.patch(f"{base}/{name}-0", {"data": {"v": "1"}})
+            fake.delete(f"{base}/{name}-1")
+            made = fake.create(base, {"metadata": {"name": f"{name}-9"}, "data": {}})
+            gw_cluster = gw.gateway.clusters[name]
+            wait_until(lambda c=gw_cluster, m=made: c.history.writer.flushed(1) and any(
+                hi >= int(m["metadata"]["resourceVersion"]) for _, hi in
+                c.history.store.spans(name, "core/v1/configmaps")), 10, message="kept")
+        now = http.get(f"/clusters/*{base}").json()
+        assert [o["metadata"]["name"] for o in now["items"]] == ["a-0", "a-9", "b-0", "b-9"]
+        past = http.get(f"/clusters/*{base}", params={"resourceVersion": token,
+                                                      "resourceVersionMatch": "Exact"})
+        assert past.status_code == 200, past.text
+        assert [(o["metadata"]["name"], o["data"]) for o in past.json()["items"]] == [
+            (o["metadata"]["name"], o["data"]) for o in then["items"]]
+        assert past.json()["metadata"]["resourceVersion"] == token
+        pages, cont = [], None
+        while True:
+            params = {"limit": "1"} | ({"continue": cont} if cont else {
+                "resourceVersion": token, "resourceVersionMatch": "Exact"})
+            page = http.get(f"/clusters/*{base}", params=params).json()
+            pages += [o["metadata"]["name"] for o in page["items"]]
+            cont = page["metadata"].get("continue")
+            if not cont:
+                break
+        assert pages == ["a-0", "a-1", "b-0", "b-1"]  # every page at the token's versions
