@@ -56,8 +56,9 @@ def postgres_bin(install: bool = True) -> Path:
 class LocalPostgres:
     """One PostgreSQL server of a test's own; see the module."""
 
-    def __init__(self, install: bool = True) -> None:
+    def __init__(self, install: bool = True, listen: tuple[str, ...] = ("127.0.0.1",)) -> None:
         self._install = install
+        self.listen = listen  # the addresses it listens on (a node's pods reach its gateway's)
         self.port = 0
         self.url = ""
         self.dir: Path | None = None
@@ -91,7 +92,7 @@ class LocalPostgres:
         try:
             self._run([str(self._bin / "pg_ctl"), "-D", str(data), "-l", str(self.dir / "pg.log"),
                        "-w", "-t", str(_START_TIMEOUT), "start", "-o",
-                       f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
+                       f"-p {self.port} -k {self.dir} -c listen_addresses={','.join(self.listen)} "
                        f"-c fsync=off -c full_page_writes=off"], "start")
         except ClusterUnavailableError as exc:
             log = (self.dir / "pg.log").read_text(errors="replace")[-2000:] \
@@ -112,14 +113,18 @@ class LocalPostgres:
             raise RuntimeError(f"psql failed: {proc.stdout[-2000:]}")
         return proc.stdout.strip()
 
-    def password_role(self, name: str, password: str) -> str:
+    def password_role(self, name: str, password: str, network: str = "") -> str:
         """A role that must give ``password`` (SCRAM, as a production server asks), owning a
-        database of its name; the URL to it, with no password in it."""
+        database of its name, from loopback and ``network`` (a CIDR: a node's pods); the URL
+        to it on loopback, with no password in it."""
         assert self.dir is not None and self._bin is not None
         self.sql(f"CREATE ROLE {name} LOGIN PASSWORD '{password}'")
         self.sql(f"CREATE DATABASE {name} OWNER {name}")
         hba = self.dir / "data" / "pg_hba.conf"
-        hba.write_text(f"host all {name} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+        rules = f"host all {name} 127.0.0.1/32 scram-sha-256\n"
+        if network:
+            rules += f"host all {name} {network} scram-sha-256\n"
+        hba.write_text(rules + hba.read_text())
         self._run([str(self._bin / "pg_ctl"), "-D", str(self.dir / "data"), "reload"], "reload")
         return f"postgresql://{name}@127.0.0.1:{self.port}/{name}"
 

@@ -340,10 +340,14 @@ class HistoryStore:
         sql = self._sql
         insert = sql(
             "INSERT INTO kcg_changes (cluster, resource, namespace, name, rv, kind, replaced_at,"
-            " received, object) VALUES (?, ?, ?, ?, ?, ?, COALESCE((SELECT n.rv FROM"
+            " received, object) VALUES (?, ?, ?, ?, ?, ?, COALESCE((SELECT MIN(n.rv) FROM"
             " kcg_changes n WHERE n.cluster = ? AND n.resource = ? AND n.namespace = ? AND"
-            " n.name = ? AND n.rv > ? ORDER BY n.rv LIMIT 1), " + str(KEPT) + "), ?, ?)"
+            " n.name = ? AND n.rv + 0 > ?), " + str(KEPT) + "), ?, ?)"
             " ON CONFLICT (cluster, resource, namespace, name, rv) DO NOTHING")
+        # (``rv + 0``: no index on the version can serve that term, so each subquery reads the
+        # object's own rows by the primary key, whatever the planner's statistics say —
+        # without them, on a new PostgreSQL store, it took the version index and read every
+        # row newer than each change: a first list of 150,000 Pods never finished)
         # the previous change replaced at this one's version: found by its key when the
         # writer knows it (a primary-key lookup), else searched for (a deletion the watch
         # told, changes while the recorder waits for a baseline); an addition replaces none
@@ -352,9 +356,9 @@ class HistoryStore:
             " namespace = ? AND name = ? AND rv = ? AND replaced_at > ?")
         searched = sql(
             "UPDATE kcg_changes SET replaced_at = ? WHERE cluster = ? AND resource = ? AND"
-            " namespace = ? AND name = ? AND replaced_at > ? AND rv = (SELECT p.rv FROM"
+            " namespace = ? AND name = ? AND replaced_at > ? AND rv = (SELECT MAX(p.rv) FROM"
             " kcg_changes p WHERE p.cluster = ? AND p.resource = ? AND p.namespace = ? AND"
-            " p.name = ? AND p.rv < ? ORDER BY p.rv DESC LIMIT 1)")
+            " p.name = ? AND p.rv + 0 < ?)")
         # every insert, then every replacement: a change's predecessor is then in the store
         # whether it came in this batch or before, in order or not (one statement each, run
         # for all rows at once: PostgreSQL pipelines them, SQLite reuses the prepared one)

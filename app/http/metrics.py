@@ -95,6 +95,11 @@ class _CacheCollector(Collector):
         objects = GaugeMetricFamily("kcg_cache_objects", "Objects cached per resource", labels=_LABELS)
         synced = GaugeMetricFamily("kcg_informer_synced", "1 when the resource's informer has synced",
                                    labels=_LABELS)
+        lists = CounterMetricFamily("kcg_informer_lists", "LISTs the informer sent its API "
+                                    "server (its first included; none when it began from the "
+                                    "history store)", labels=_LABELS)
+        seeded = GaugeMetricFamily("kcg_informer_seeded", "1 when the informer began from the "
+                                   "history store instead of a list", labels=_LABELS)
         relists = CounterMetricFamily("kcg_informer_relists", "Relists after the initial list",
                                       labels=_LABELS)
         restarts = CounterMetricFamily("kcg_informer_watch_errors",
@@ -113,6 +118,8 @@ class _CacheCollector(Collector):
             stats = informer.reflector_stats()
             subscribers.add_metric(name, len(entry.hub.subscribers))
             if stats is not None:
+                lists.add_metric(name, stats.lists)
+                seeded.add_metric(name, 1.0 if stats.seeded else 0.0)
                 relists.add_metric(name, stats.relists)
                 restarts.add_metric(name, stats.watch_errors)
                 events.add_metric(name, stats.events)
@@ -172,7 +179,7 @@ class _CacheCollector(Collector):
             waiting.add_metric((cluster_name,), len(writer.inbox) + len(writer.pending))
             writable.add_metric((cluster_name,), 0.0 if history.problem() else 1.0)
             forgotten.add_metric((cluster_name,), writer.forgotten)
-        yield from (objects, synced, relists, restarts, events, age, subscribers, up, failed,
+        yield from (objects, synced, lists, seeded, relists, restarts, events, age, subscribers, up, failed,
                     sent, local, deciding, tokens, verified, refused, judging, written, waiting,
                     writable, forgotten)
         try:  # scraped on the loop (/metrics is async): its tasks, a leak's first sign

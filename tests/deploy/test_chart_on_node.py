@@ -11,6 +11,7 @@ admitted here, never shown to hold.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import ssl
 import subprocess
@@ -25,6 +26,7 @@ from control_plane.client_tools import helm as helm_binary
 from control_plane.client_tools import kubectl as kubectl_binary
 from control_plane.image import archive
 from tests.deploy.conftest import CHART, OPERATOR_CRDS, VARIANTS
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -526,6 +528,84 @@ def test_an_upgrade_rolls_one_replica_at_a_time_and_event_sources_lose_nothing(n
         assert all("RESET" not in kinds for kinds in view.connections[1:]), view.connections
         assert any(resumed for resumed in view.resumed_from[1:])
         assert follower.failures == []  # every reconnection became a stream at once
+
+
+def _metric(url: str, name: str, resource: str) -> float:
+    """One of a replica's per-resource figures (``/metrics`` on its pod's address)."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    found = re.search(rf'^{name}\{{cluster="default",resource="{re.escape(resource)}"\}} (\S+)$',
+                      text, re.M)
+    return float(found.group(1)) if found else -1.0
+
+
+def test_a_rolling_upgrade_on_a_shared_history_store_lists_nothing(node, tmp_path):
+    """Replicas sharing a PostgreSQL history store (``history.url``): ``helm upgrade`` rolls
+    them, and each new replica begins its pre-warmed cache from the store and watches on from
+    the stored version — no LIST of its own (its reflector's count, ``kcg_informer_lists``),
+    its answers the API server's."""
+    from control_plane.kubeapi import KubeAPI
+    from control_plane.node_network import GATEWAY, POD_RANGE
+    from control_plane.postgres import LocalPostgres
+
+    store = LocalPostgres(listen=("127.0.0.1", GATEWAY)).start()
+    kube = KubeAPI.for_cluster(node.cluster)
+    data = "history-rolling-data"
+    kube.ensure_namespace(data)
+    path = f"/api/v1/namespaces/{data}/configmaps"
+    for i in range(20):
+        kube.create(path, {"metadata": {"name": f"cm-{i}"}, "data": {"n": "0"}})
+    password = uuid.uuid4().hex
+    url = store.password_role("kcghistory", password, network=POD_RANGE).replace(
+        "127.0.0.1", GATEWAY)
+
+    def secret(kube, namespace):
+        kube.create(f"/api/v1/namespaces/{namespace}/secrets", {
+            "metadata": {"name": "history-db"}, "stringData": {"password": password}})
+
+    release = install(node, "--set", "authz.mode=none", "--set", "authz.allowAnonymous=true",
+                      "--set", "prewarm={configmaps}", "--set", "history.enabled=true",
+                      "--set", f"history.url={url}", "--set", "history.passwordSecret.name=history-db",
+                      name="histroll", prepare=secret)
+    stop = threading.Event()
+
+    def write() -> None:
+        n = 0
+        while not stop.wait(0.2):
+            n += 1
+            kube.patch(f"{path}/cm-{n % 20}", {"data": {"n": str(n)}})
+
+    writer = threading.Thread(target=write, daemon=True)
+    try:
+        writer.start()
+        first = release.pod_urls()
+        assert first and all(_metric(u, "kcg_informer_lists", "configmaps.v1") >= 1
+                             for u in first.values()), first  # the first replicas listed
+        time.sleep(3)
+        upgraded = _helm(node, "upgrade", release.name, str(CHART), "--namespace",
+                         release.namespace, "--reuse-values", "--set",
+                         "podAnnotations.rolled=once", "--wait", "--timeout", f"{READY_WITHIN}s")
+        assert upgraded.returncode == 0, upgraded.stderr
+        time.sleep(2)
+        stop.set()
+        writer.join(10)
+        new = {n: u for n, u in release.pod_urls().items() if n not in first}
+        assert len(new) >= 2, (first, release.pod_urls())
+        for name, replica in new.items():
+            assert _metric(replica, "kcg_informer_seeded", "configmaps.v1") == 1.0, name
+            assert _metric(replica, "kcg_informer_lists", "configmaps.v1") == 0.0, name
+            expected = {o["metadata"]["name"]: o["metadata"]["resourceVersion"]
+                        for o in kube.get(path)["items"]}
+
+            def same() -> bool:
+                got = httpx.get(f"{replica}{path}", timeout=10).json()["items"]
+                return {o["metadata"]["name"]: o["metadata"]["resourceVersion"]
+                        for o in got} == expected
+
+            wait_until(same, 10, message=f"{name}'s answer the API server's")
+    finally:
+        stop.set()
+        uninstall(release)
+        store.stop()
 
 
 # -- liveness ---------------------------------------------------------------------------------

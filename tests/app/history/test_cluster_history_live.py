@@ -4,11 +4,14 @@ compacted it (the API server then says 410) — on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 import ssl
+import time
 
 import httpx
 import pytest
 
+from control_plane.kubeapi import KubeAPI
 from tests.app.conftest import run_gateway
 from tests.app.history.conftest import postgres_database
 from tests.helpers import wait_until
@@ -156,6 +159,12 @@ def test_a_restart_on_the_store_serves_at_once_and_watches_on_without_a_list(
             ("MODIFIED", a["metadata"]["resourceVersion"]), ("ADDED", history[1]["resourceVersion"])]
         exact = http.get(f"{base}?resourceVersion={before}&resourceVersionMatch=Exact")
         assert exact.status_code == 200 and [n for n, _ in _items(exact.json())] == ["a", "b"]
+        # a watch from before the restart: the changes made while no gateway ran, from the
+        # store (this gateway's ring began after them), then live
+        replayed = http.get(f"{base}?watch=1&resourceVersion={before}&timeoutSeconds=2")
+        assert [(json.loads(line)["type"], json.loads(line)["object"]["metadata"]["name"])
+                for line in replayed.text.splitlines() if line] == [
+            ("MODIFIED", "a"), ("DELETED", "b"), ("ADDED", "c")]
         last = kube.patch(f"{base}/c", {"data": {"v": "2"}})
         second.wait_seen(last)
         wait_until(lambda: _kept(second, int(last["metadata"]["resourceVersion"])), 10,
@@ -184,3 +193,61 @@ def test_a_restart_on_the_store_serves_at_once_and_watches_on_without_a_list(
             assert kinds["d"] == ["ADDED"]
     finally:
         local_cluster.remove_apiserver(fresh)
+
+
+@pytest.mark.timeout(240)
+def test_events_the_api_server_deletes_after_its_ttl_stay_in_the_history(
+        local_cluster, kube, namespace, tmp_path):
+    # an API server whose Events live 5 s (its leases, reused, keep them up to a minute more)
+    short = local_cluster.add_apiserver(["--event-ttl=5s"], name="short-event-ttl")
+    base = f"/api/v1/namespaces/{namespace}/events"
+    try:
+        writer = KubeAPI.for_cluster(local_cluster, server=short)
+        with run_gateway(local_cluster, history=f"sqlite:///{tmp_path}/h.db") as running, \
+                httpx.Client(base_url=running.url, timeout=30) as http:
+            assert http.get(base).status_code == 200
+            made = writer.create(base, {
+                "metadata": {"name": "backoff"}, "type": "Warning", "reason": "BackOff",
+                "message": "Back-off restarting failed container", "count": 1,
+                "involvedObject": {"kind": "Pod", "namespace": namespace, "name": "api-1"}})
+            version = made["metadata"]["resourceVersion"]
+            running.wait_seen(made)
+            wait_until(lambda: kube.get(f"{base}/backoff", ok_missing=True) is None, 150,
+                       interval=1.0, message="the API server's TTL to delete the Event")
+            wait_until(lambda: [o["metadata"]["name"] for o in http.get(base).json()["items"]]
+                       == [], 10, message="the gateway to see it go")
+            wait_until(lambda: [c["type"] for c in http.get(f"/history{base}/backoff").json()
+                                ["items"]] == ["DELETED", "ADDED"], 10,
+                       message="its history: added, then deleted by the TTL")
+            exact = http.get(f"{base}?resourceVersion={version}&resourceVersionMatch=Exact")
+            assert exact.status_code == 200
+            assert [(o["metadata"]["name"], o["reason"]) for o in exact.json()["items"]] == [
+                ("backoff", "BackOff")]
+    finally:
+        local_cluster.remove_apiserver(short)
+
+
+def test_what_falls_out_of_retention_answers_410_and_the_present_stays(
+        local_cluster, kube, namespace, tmp_path, monkeypatch):
+    from app.history import writer
+
+    monkeypatch.setattr(writer, "RETAIN_EVERY", 0.5)  # retention looked at twice a second
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+    with run_gateway(local_cluster, history=f"sqlite:///{tmp_path}/h.db",
+                     history_retention=3.0) as running, \
+            httpx.Client(base_url=running.url, timeout=30) as http:
+        assert http.get(base).status_code == 200
+        old = kube.create(base, _cm("a"))
+        running.wait_seen(old)
+        version = old["metadata"]["resourceVersion"]
+        query = f"{base}?resourceVersion={version}&resourceVersionMatch=Exact"
+        wait_until(lambda: http.get(query).status_code == 200, 10, message="kept")
+        time.sleep(4.0)  # older than the retention now
+        newer = kube.patch(f"{base}/a", {"data": {"v": "1"}})
+        running.wait_seen(newer)
+        wait_until(lambda: http.get(query).status_code == 410, 10, message="forgotten")
+        assert http.get(query).json()["reason"] == "Expired"
+        assert _items(http.get(base).json()) == [("a", newer["metadata"]["resourceVersion"])]
+        now = newer["metadata"]["resourceVersion"]
+        wait_until(lambda: http.get(f"{base}?resourceVersion={now}&resourceVersionMatch=Exact")
+                   .status_code == 200, 10, message="the newest version kept")
