@@ -245,9 +245,11 @@ def run(pods: int = 10_000, changes: int = 100_000, seconds: float = 5.0, rounds
                                                ready_timeout=600)
             # the baselines written, and what follows a first load settled (PostgreSQL's
             # autovacuum analyzes the new table): the figures below are the steady state's
-            version = int(kube.get("/api/v1/pods?limit=1")["metadata"]["resourceVersion"])
-            for side in SIDES[1:]:
-                _until_kept(gateways[side].url, version, time.monotonic() + 600)
+            for side in SIDES[1:]:  # (each gateway's own version: see restart_run)
+                url = gateways[side].url
+                version = int(httpx.get(f"{url}/api/v1/pods?limit=1", timeout=60)
+                              .json()["metadata"]["resourceVersion"])
+                _until_kept(url, version, time.monotonic() + 600)
             time.sleep(_SETTLE)
             log("the hot path under 50 changes/s, history on and off ...")
             stop, versions = threading.Event(), []
@@ -360,9 +362,12 @@ def restart_run(pods: int = 150_000, log=print) -> dict:
             for side in SIDES[1:]:
                 gateways[side] = start_gateway(cluster, workdir / side, *common, "--history",
                                                stores[side], ready_timeout=1200)
-            version = int(kube.get("/api/v1/pods?limit=1")["metadata"]["resourceVersion"])
-            for side in SIDES[1:]:
-                _until_kept(gateways[side].url, version, time.monotonic() + 600)
+            for side in SIDES[1:]:  # (the gateway's own version: the API server's may be
+                # another resource's, which a Pod watch hears of only at its next bookmark)
+                url = gateways[side].url
+                version = int(httpx.get(f"{url}/api/v1/pods?limit=1", timeout=60)
+                              .json()["metadata"]["resourceVersion"])
+                _until_kept(url, version, time.monotonic() + 600)
             found = _restarts(cluster, kube, workdir, stores, common, gateways)
             log(f"  restart at {pods:,} Pods: {found}")
             return {"pods": pods, "restart": found,

@@ -35,13 +35,14 @@ from app.history.writer import HistoryWriter
 from app.kube.status import StatusError
 from informer_core.encoded import EncodedObject, object_key
 
-__all__ = ["NEVER_KEPT", "ClusterHistory", "Seed", "expired"]
+__all__ = ["NEVER_KEPT", "PLACE", "ClusterHistory", "Seed", "expired"]
 
 log = logging.getLogger(__name__)
 
 NEVER_KEPT = frozenset({("", "secrets")})  # (group, resource)
 MAX_READS = 4
 MAX_WAITING = 64
+PLACE = "_place"  # where an item of a page stands: (rv, namespace, name), for the next page
 PAGE_SCAN = 10_000  # rows read at most for one page of /history/
 REPLAY_PAGE = 1000  # changes read at once for a stream resumed from the store
 CATCH_UP_WAIT = 3.0  # seconds a read of a version the cache has passed waits for the writer
@@ -234,10 +235,12 @@ class ClusterHistory:
                 before = self.store.previous(self.cluster, resource, row.namespace, row.name,
                                              row.rv)
                 if matches is not None and not (
-                        matches(EncodedObject(row.raw)) or
+                        matches(StoredObject(row.raw, row.namespace, row.name, row.rv)) or
                         (before is not None and matches(EncodedObject(before)))):
                     continue
-                items.append(change_item(row, before, with_object))
+                item = change_item(row, before, with_object)
+                item[PLACE] = below  # (taken out before it is sent: a merged page's place)
+                items.append(item)
                 if len(items) >= limit:
                     break
         return items, below

@@ -51,7 +51,7 @@ from starlette.requests import Request
 
 from app.http.access_log import AccessLog
 from app.http.history import PREFIX as HISTORY_PREFIX
-from app.http.history import history_answer
+from app.http.history import history_answer, merged_history_answer
 from app.http.merged import merged_endpoint
 from app.http.resources import resource_answer
 from app.kube.context import RequestContext
@@ -220,10 +220,7 @@ class GatewayApp:
                                 f"under {context.prefix}/", resource="clusters",
                                 name=context.prefix[10:])
             merged = context.prefix == _MERGED
-            if merged and route == "history":
-                raise not_found("the history is each cluster's: /clusters/NAME/history/...",
-                                resource="clusters", name="*")
-            if merged and route != "resource":
+            if merged and route not in ("resource", "history"):
                 raise not_found("only collection paths are merged under /clusters/*/ (discovery "
                                 "and /version are each cluster's: /clusters/NAME/...)",
                                 resource="clusters", name="*")
@@ -251,7 +248,9 @@ class GatewayApp:
         try:
             try:
                 if route == "history":
-                    response = await history_answer(scope, receive)
+                    response = await (merged_history_answer(scope, receive)
+                                      if context.prefix == _MERGED else
+                                      history_answer(scope, receive))
                 else:
                     response = await (merged_endpoint(Request(scope, receive))
                                       if context.prefix == _MERGED else

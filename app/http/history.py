@@ -17,6 +17,7 @@ never kept. A gateway without ``--history`` answers 404, saying so.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 from datetime import datetime
@@ -26,7 +27,10 @@ from urllib.parse import parse_qsl
 import orjson
 from starlette.responses import Response
 
+from app.cache.answer_age import warning_header
+from app.history.cluster_history import PLACE
 from app.history.recorder import resource_key
+from app.http.merged import Reached, reach
 from app.http.resources import check_scope
 from app.kube.access import Access
 from app.kube.context import context_of
@@ -37,7 +41,7 @@ from informer_core.fields import parse_field_selector
 from informer_core.labels import parse_selector
 from informer_core.errors import SelectorError
 
-__all__ = ["PREFIX", "history_answer"]
+__all__ = ["PREFIX", "history_answer", "merged_history_answer"]
 
 PREFIX = "/history"
 DEFAULT_LIMIT = 100
@@ -98,6 +102,145 @@ async def history_answer(scope: dict, receive: Any) -> Response:
                         "(sqlite:///PATH or postgresql://...)", resource="history")
     query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"),
                            keep_blank_values=True))
+    since, until, limit, labels, fields = _options(query)
+    selection = Selection(target.namespace, labels, fields, grant.namespaces)
+    matches = None if selection.namespace_only else selection.matches
+    fingerprint = "|".join((path, query.get("labelSelector", ""), query.get("fieldSelector", ""),
+                            query.get("since", ""), query.get("until", "")))
+    below = _place(query["continue"], fingerprint) if query.get("continue") else None
+    key = resource_key(resource.group, resource.version, resource.resource)
+    items, next_place = await history.page(key, below, target.namespace, target.name, since,
+                                           until, limit, matches,
+                                           with_object=query.get("fields") != "patch")
+    for item in items:
+        del item[PLACE]
+    metadata: dict[str, Any] = {}
+    if next_place is not None:
+        metadata["continue"] = _token(next_place, fingerprint)
+    return _answer(metadata, items, [])
+
+
+def _answer(metadata: dict[str, Any], items: list[dict[str, Any]],
+            warnings: list[str]) -> Response:
+    body = orjson.dumps({"kind": "ChangeList", "apiVersion": "kube-cache-gateway.io/v1",
+                         "metadata": metadata, "items": items})
+    headers = {"Cache-Control": "no-cache, private"}
+    if warnings:
+        headers["Warning"] = warning_header(sorted(warnings))
+    return Response(body, media_type="application/json", headers=headers)
+
+
+async def merged_history_answer(scope: dict, receive: Any) -> Response:
+    """``/clusters/*/history/`` + a collection path: every served cluster's changes of the
+    resource, newest first by the time the gateway received them, each with its
+    ``cluster``; a cluster the caller may not list it in, or that keeps no history, is left
+    out (with a ``Warning`` unless the caller may not read it). The continue token holds
+    each cluster's own place.
+
+    Raises:
+        StatusError: 400 for a path naming one object (names are per cluster) or a bad
+            query, 404 when no cluster serves the resource.
+    """
+    context = context_of(scope)
+    gateway = context.gateway or scope["app"].state.gateway
+    if scope["method"] not in ("GET", "HEAD"):
+        raise StatusError(405, f"the history is read-only: {scope['method']} is not allowed",
+                          "MethodNotAllowed")
+    path = scope["path"][len(PREFIX):]
+    target = parse_path(path)
+    if target.name is not None:
+        raise bad_request(f"one object's history ({target.name!r}) is not merged: names are "
+                          f"per cluster; ask /clusters/NAME/history/...")
+    check_names(target)
+    query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"),
+                           keep_blank_values=True))
+    since, until, limit, labels, fields = _options(query)
+    fingerprint = "|".join(("merged", path, query.get("labelSelector", ""),
+                            query.get("fieldSelector", ""), query.get("since", ""),
+                            query.get("until", "")))
+    places = _places(query["continue"], fingerprint) if query.get("continue") else {}
+    warnings: list[str] = []
+    clusters = [c for name, c in sorted(gateway.clusters.items())
+                if places.get(name, "") != _DONE]
+    reached = await asyncio.gather(*(reach(scope, gateway, c, target, "list", warnings)
+                                     for c in clusters))
+    found = [r for r in reached if isinstance(r, Reached)]
+    if not found and not any(isinstance(r, StatusError) for r in reached):
+        raise not_found(f"no cluster serves the resource of {scope['path']}")
+    with_object = query.get("fields") != "patch"
+
+    async def page_of(share: Reached) -> tuple[str, list[dict[str, Any]], Any]:
+        cluster, resource = share.cluster, share.entry.resource
+        if cluster.history is None:
+            warnings.append(f"cluster {cluster.name}: keeps no history")
+            return cluster.name, [], None
+        selection = Selection(target.namespace, labels, fields, share.grant.namespaces)
+        place = places.get(cluster.name)
+        items, after = await cluster.history.page(
+            resource_key(resource.group, resource.version, resource.resource),
+            tuple(place) if place else None, target.namespace, None, since, until, limit,
+            None if selection.namespace_only else selection.matches, with_object)
+        return cluster.name, items, after
+
+    pages = await asyncio.gather(*(page_of(share) for share in found))
+    heads = {name: (items, after) for name, items, after in pages}
+    chosen: list[dict[str, Any]] = []
+    taken = {name: 0 for name in heads}
+    while len(chosen) < limit:
+        ready = [(items[taken[name]]["time"], name) for name, (items, _) in heads.items()
+                 if taken[name] < len(items)]
+        if not ready:
+            break
+        _, name = max(ready)  # the newest of the clusters' next changes
+        item = heads[name][0][taken[name]]
+        taken[name] += 1
+        item["cluster"] = name
+        chosen.append(item)
+    following: dict[str, Any] = dict(places)
+    more = False
+    for name, (items, after) in heads.items():
+        if taken[name] < len(items):  # from its first change not sent
+            following[name] = list(items[taken[name] - 1][PLACE]) if taken[name] else places.get(name)
+            more = True
+        elif after is not None:
+            following[name] = list(after)
+            more = True
+        else:
+            following[name] = _DONE
+    for item in chosen:
+        del item[PLACE]
+    metadata: dict[str, Any] = {}
+    if more:
+        metadata["continue"] = base64.urlsafe_b64encode(orjson.dumps(
+            {"places": following, "q": fingerprint})).decode()
+    return _answer(metadata, chosen, warnings)
+
+
+_DONE = "done"  # a cluster whose changes a merged walk has all sent
+
+
+def _places(token: str, fingerprint: str) -> dict[str, Any]:
+    try:
+        doc = orjson.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
+        places = doc["places"]
+        if doc.get("q") != fingerprint or not isinstance(places, dict) or not all(
+                isinstance(k, str) and (v is None or v == _DONE or (
+                    isinstance(v, list) and len(v) == 3 and type(v[0]) is int
+                    and isinstance(v[1], str) and isinstance(v[2], str)))
+                for k, v in places.items()):
+            raise ValueError
+    except (ValueError, KeyError, TypeError, binascii.Error, orjson.JSONDecodeError):
+        raise bad_request(f"invalid continue token {token[:64]!r}: not one this history "
+                          f"query issued; start again without 'continue'") from None
+    return places
+
+
+def _options(query: dict[str, str]) -> tuple[float | None, float | None, int, Any, Any]:
+    """``since``, ``until``, ``limit`` and the two selectors of a history query.
+
+    Raises:
+        StatusError: 400 for any of them malformed.
+    """
     since = _time("since", query["since"]) if query.get("since") else None
     until = _time("until", query["until"]) if query.get("until") else None
     try:
@@ -112,19 +255,4 @@ async def history_answer(scope: dict, receive: Any) -> Response:
         fields = parse_field_selector(query.get("fieldSelector", ""))
     except SelectorError as exc:
         raise bad_request(f"invalid selector: {exc}") from None
-    selection = Selection(target.namespace, labels, fields, grant.namespaces)
-    matches = None if selection.namespace_only else selection.matches
-    fingerprint = "|".join((path, query.get("labelSelector", ""), query.get("fieldSelector", ""),
-                            query.get("since", ""), query.get("until", "")))
-    below = _place(query["continue"], fingerprint) if query.get("continue") else None
-    key = resource_key(resource.group, resource.version, resource.resource)
-    items, next_place = await history.page(key, below, target.namespace, target.name, since,
-                                           until, limit, matches,
-                                           with_object=query.get("fields") != "patch")
-    metadata: dict[str, Any] = {}
-    if next_place is not None:
-        metadata["continue"] = _token(next_place, fingerprint)
-    body = orjson.dumps({"kind": "ChangeList", "apiVersion": "kube-cache-gateway.io/v1",
-                         "metadata": metadata, "items": items})
-    return Response(body, media_type="application/json",
-                    headers={"Cache-Control": "no-cache, private"})
+    return since, until, limit, labels, fields

@@ -68,7 +68,7 @@ from app.query.selection import Selection
 from app.streams.merged import MergedSSE, MergedWatch, open_merged_stream
 from informer_core.encoded import EncodedObject
 
-__all__ = ["merged_endpoint"]
+__all__ = ["Reached", "merged_endpoint", "reach"]
 
 _ANNOTATION_PATH = f"metadata.annotations[{CLUSTER_ANNOTATION}]"
 _RAW = operator.attrgetter("raw")
