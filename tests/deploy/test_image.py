@@ -71,8 +71,11 @@ def test_the_image_carries_what_a_gateway_runs_and_nothing_of_the_checkout(image
 # layer 124 (205 before kubernetes.aio and aiohttp were left out; the kubernetes client
 # package is still 58 of it); 2026-12-05: 142, with ``cryptography`` (16 MB, its Rust
 # bindings to OpenSSL) and PyJWT to verify ServiceAccount tokens without hand-written
-# crypto. Held here so that it only shrinks.
-_LAYER_BUDGET_MB = 145
+# crypto; then with ``psycopg``'s binary wheel for the shared history store (its own libpq,
+# with the Kerberos, LDAP and SASL libraries libpq links: 21 MB installed; the pure-Python
+# psycopg would need the base image's libpq5, which the stand-in base lacks). Held here so
+# that it only shrinks.
+_LAYER_BUDGET_MB = 170
 
 
 def test_the_gateways_layer_keeps_within_its_budget(image):
