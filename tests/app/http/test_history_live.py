@@ -81,13 +81,12 @@ def test_an_objects_history_is_its_changes_newest_first_each_a_patch_from_the_on
 
 
 def test_history_is_read_as_the_list_of_that_resource_by_todays_rbac(local_cluster, kube,
-                                                                      namespace, tmp_path):
+                                                                      namespace, history_url):  # noqa: F811
     base = f"/api/v1/namespaces/{namespace}/configmaps"
     kube.create(f"/api/v1/namespaces/{namespace}/serviceaccounts",
                 {"metadata": {"name": "nobody"}})
     nobody = kube.service_account_token(namespace, "nobody")
-    with run_gateway(local_cluster, history=f"sqlite:///{tmp_path}/h.db",
-                     authz="kubernetes") as running, \
+    with run_gateway(local_cluster, history=history_url, authz="kubernetes") as running, \
             httpx.Client(base_url=running.url, timeout=30) as http:
         admin = {"Authorization": f"Bearer {local_cluster.admin.token}"}
         assert http.get(f"/history{base}", headers=admin).status_code == 200
