@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import uuid
 from pathlib import Path
 
 from control_plane.binaries import apt_install, is_root
@@ -112,6 +113,16 @@ class LocalPostgres:
         if proc.returncode != 0:
             raise RuntimeError(f"psql failed: {proc.stdout[-2000:]}")
         return proc.stdout.strip()
+
+    def database(self) -> tuple[str, str]:
+        """A new database, for one test's store: its name and the URL to it."""
+        name = "h_" + uuid.uuid4().hex[:12]
+        self.sql(f"CREATE DATABASE {name}")
+        return name, self.url.rsplit("/", 1)[0] + "/" + name
+
+    def drop(self, name: str) -> None:
+        """Drop database ``name`` (its sessions ended)."""
+        self.sql(f"DROP DATABASE {name} WITH (FORCE)")
 
     def password_role(self, name: str, password: str, network: str = "") -> str:
         """A role that must give ``password`` (SCRAM, as a production server asks), owning a

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["EncodedObject", "as_dict", "encode", "object_key", "resource_version_of"]
+__all__ = ["EncodedObject", "as_dict", "by_key", "encode", "object_key", "resource_version_of"]
 
 _EMPTY_LABELS: Mapping[str, str] = {}
 _intern = sys.intern
@@ -31,6 +31,11 @@ def object_key(namespace: str | None, name: str) -> str:
     alive the parsed document its parts came from.
     """
     return f"{namespace}/{name}" if namespace else name[:1] + name[1:]
+
+
+def by_key(obj: EncodedObject) -> str:
+    """An object's place in a list (lists are in key order, as the API server's are)."""
+    return obj.key
 
 
 class EncodedObject:

@@ -30,10 +30,10 @@ import orjson
 from app.bridge import run_blocking
 from app.history.patches import change_item
 from app.history.recorder import Recorder, resource_key
-from app.history.store import ForeignStore, HistoryStore, Row, StoreUnavailable
+from app.history.store import Change, ForeignStore, HistoryStore, StoreUnavailable
 from app.history.writer import HistoryWriter
 from app.kube.status import StatusError
-from informer_core.encoded import EncodedObject, object_key
+from informer_core.encoded import EncodedObject, by_key, object_key
 
 __all__ = ["NEVER_KEPT", "PLACE", "ClusterHistory", "Seed", "expired"]
 
@@ -163,7 +163,7 @@ class ClusterHistory:
     async def changes_page(self, resource: str, version: int,
                            place: tuple[int, str, str] | None, upto: int, namespace: str | None, known: set[tuple[str, str]],
                            limit: int = REPLAY_PAGE
-                           ) -> tuple[list[Row], dict[tuple[str, str], bytes]]:
+                           ) -> tuple[list[Change], dict[tuple[str, str], bytes]]:
         """One page of the changes after ``version`` (after ``place``, ``(rv, namespace,
         name)`` of the last one read, when given) up to ``upto``, oldest first (in ``namespace`` if
         given), and the state at ``version`` of each object they change that is not in
@@ -178,7 +178,7 @@ class ClusterHistory:
     def _changes_page(self, resource: str, version: int, place: tuple[int, str, str] | None,
                       upto: int,
                       namespace: str | None, known: set[tuple[str, str]], limit: int
-                      ) -> tuple[list[Row], dict[tuple[str, str], bytes]]:
+                      ) -> tuple[list[Change], dict[tuple[str, str], bytes]]:
         rows = self.store.changes_from(self.cluster, resource, version, place, upto, limit,
                                        namespace)
         new = sorted({(r.namespace, r.name) for r in rows} - known)
@@ -254,7 +254,7 @@ class ClusterHistory:
     def _state_at(self, resource: str, version: int, namespace: str | None) -> list[EncodedObject]:
         rows = self.store.live_at(self.cluster, resource, version, namespace)
         objects = [StoredObject(bytes(raw), ns, name, rv) for ns, name, rv, raw in rows]
-        objects.sort(key=_key)
+        objects.sort(key=by_key)
         return objects
 
 
@@ -297,7 +297,3 @@ def _span_of(spans: list[tuple[int, int]], version: int) -> tuple[int, int] | No
     """The widest span holding ``version`` (spans of replicas overlap)."""
     found = [(lo, hi) for lo, hi in spans if lo <= version <= hi]
     return max(found, key=lambda span: span[1]) if found else None
-
-
-def _key(obj: EncodedObject) -> str:
-    return obj.key

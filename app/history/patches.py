@@ -15,7 +15,7 @@ from typing import Any
 import jsonpatch
 import orjson
 
-from app.history.store import TYPES, Row
+from app.history.store import TYPES, Change
 
 __all__ = ["change_item", "rfc3339", "rfc6902"]
 
@@ -30,7 +30,7 @@ def rfc3339(when: float) -> str:
     return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def change_item(row: Row, before: bytes | None, with_object: bool = True) -> dict[str, Any]:
+def change_item(row: Change, before: bytes | None, with_object: bool = True) -> dict[str, Any]:
     """One change of the history's answer: ``type``, ``resourceVersion``, ``time``,
     ``object`` (unless not asked for) and ``patch`` (when a previous state was kept)."""
     item: dict[str, Any] = {"type": TYPES[row.kind], "resourceVersion": str(row.rv),

@@ -109,11 +109,12 @@ class Recorder:
         if self.lo is None:
             self.lo = version
         self.hi = max(self.hi, version)
-        self.writer.put(self.resource, Span(self.lo, self.hi))
+        self.writer.put(self.resource, Span(self.lo, self.hi, round(self._clock(), 6)))
 
     def _baseline(self, version: int) -> None:
         if self._view is None:
             return  # not ready yet: the ready view's version will be the baseline's
-        self.writer.put(self.resource, Baseline(version, list(self._view.values())))
+        self.writer.put(self.resource, Baseline(version, list(self._view.values()),
+                                                round(self._clock(), 6)))
         self._needs_baseline = False
         self.lo = self.hi = version

@@ -37,8 +37,10 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
+from informer_core.encoded import EncodedObject
+
 __all__ = ["ADDED", "DELETED", "KEPT", "MODIFIED", "TYPES", "Baseline", "Change", "Span", "ForeignStore",
-           "HistoryStore", "Row", "StoreUnavailable", "redacted"]
+           "HistoryStore", "StoreUnavailable", "redacted"]
 
 ADDED, MODIFIED, DELETED = 1, 2, 3
 TYPES = {ADDED: "ADDED", MODIFIED: "MODIFIED", DELETED: "DELETED"}
@@ -55,7 +57,8 @@ class ForeignStore(StoreUnavailable):
 
 
 class Change(NamedTuple):
-    """One change to write: ``kind`` ADDED/MODIFIED/DELETED, the object's key parts, its JSON.
+    """One change, to write or read back: ``kind`` ADDED/MODIFIED/DELETED, the object's key
+    parts, its JSON.
 
     A tuple, not a dataclass: one is made on the event loop for every change a hub delivers
     (a frozen dataclass's ``__init__`` cost 1 µs of the recorder's 3 there)."""
@@ -70,30 +73,23 @@ class Change(NamedTuple):
 
 
 class Span(NamedTuple):
-    """The store is exact at every version from ``lo`` to ``hi`` (the changes before it say so)."""
+    """The store is exact at every version from ``lo`` to ``hi`` (the changes before it say so),
+    as the gateway knew at ``at`` (0: when written)."""
 
     lo: int
     hi: int
+    at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
 class Baseline:
-    """A resource's whole state at ``version`` (a list's): the cache's ``EncodedObject``s."""
+    """A resource's whole state at ``version`` (a list's): the cache's ``EncodedObject``s, as
+    received at ``received`` (0: when written) — the time of the changes it is written as,
+    which orders them among the changes received after it."""
 
     version: int
-    objects: Sequence[tuple[str, str, int, bytes]]
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One change read back."""
-
-    kind: int
-    rv: int
-    namespace: str
-    name: str
-    received: float
-    raw: bytes
+    objects: Sequence[EncodedObject]
+    received: float = 0.0
 
 
 def redacted(url: str) -> str:
@@ -269,7 +265,8 @@ class HistoryStore:
         """Write a batch of ``(resource, op)`` in one transaction, in order: ``op`` a
         ``Change``; a ``Span`` the changes before it make exact; or a ``Baseline``, a
         resource's whole state as a list found it, written as the changes that make the
-        store's state that (``received`` their time). Returns the changes written."""
+        store's state that (``received``: the time of those without their own). Returns the
+        changes written."""
         def write(cursor: Any) -> int:
             self._lock_cluster(cursor, cluster)
             run: list[Change] = []
@@ -287,12 +284,13 @@ class HistoryStore:
                     written += self._write_changes(cursor, cluster, run_of, run)
                     run = []
                 if isinstance(op, Baseline):
-                    found = self._differences(cursor, cluster, resource, op, received)
+                    at = op.received or received
+                    found = self._differences(cursor, cluster, resource, op, at)
                     written += self._write_changes(cursor, cluster, resource, found)
                     lo = hi = op.version
                 else:
-                    lo, hi = op.lo, op.hi
-                cursor.execute(self._sql(self._UPSERT_SPAN), (cluster, resource, lo, hi, received))
+                    lo, hi, at = op.lo, op.hi, op.at or received
+                cursor.execute(self._sql(self._UPSERT_SPAN), (cluster, resource, lo, hi, at))
             if run:
                 written += self._write_changes(cursor, cluster, run_of, run)
             return written
@@ -412,7 +410,7 @@ class HistoryStore:
 
     def changes_from(self, cluster: str, resource: str, version: int,
                      place: tuple[int, str, str] | None, upto: int, limit: int,
-                     namespace: str | None = None) -> list[Row]:
+                     namespace: str | None = None) -> list[Change]:
         """The changes after ``version`` — after ``place`` (``(rv, namespace, name)`` of the
         last one a page ended at) when given — up to ``upto``, oldest first, at most
         ``limit``: a page of a replay."""
@@ -431,7 +429,7 @@ class HistoryStore:
         rows = self._run(lambda c: _fetch(c, self._sql(
             "SELECT kind, rv, namespace, name, received, object FROM kcg_changes WHERE "
             + " AND ".join(where) + " ORDER BY rv, namespace, name LIMIT ?"), params))
-        return [Row(k, r, n, m, t, bytes(o)) for k, r, n, m, t, o in rows]
+        return [Change(k, r, n, m, t, bytes(o)) for k, r, n, m, t, o in rows]
 
     def states_at(self, cluster: str, resource: str, version: int,
                   keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
@@ -452,7 +450,7 @@ class HistoryStore:
 
     def newest_first(self, cluster: str, resource: str, below: tuple[int, str, str] | None,
                      namespace: str | None, name: str | None, since: float | None,
-                     until: float | None, limit: int) -> list[Row]:
+                     until: float | None, limit: int) -> list[Change]:
         """Changes newest first, after the place ``below`` (``(rv, namespace, name)`` of the
         last one a page ended at), in ``namespace`` and of ``name`` when given, received
         within ``since``..``until``."""
@@ -477,7 +475,7 @@ class HistoryStore:
             "SELECT kind, rv, namespace, name, received, object FROM kcg_changes WHERE "
             + " AND ".join(where) + " ORDER BY rv DESC, namespace DESC, name DESC LIMIT ?"),
             tuple(params)))
-        return [Row(k, rv, ns, n, r, bytes(o)) for k, rv, ns, n, r, o in rows]
+        return [Change(k, rv, ns, n, r, bytes(o)) for k, rv, ns, n, r, o in rows]
 
     def previous(self, cluster: str, resource: str, namespace: str, name: str,
                  version: int) -> bytes | None:

@@ -21,7 +21,7 @@ import asyncio
 import base64
 import binascii
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qsl
 
 import orjson
@@ -46,6 +46,7 @@ __all__ = ["PREFIX", "history_answer", "merged_history_answer"]
 PREFIX = "/history"
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
+_DONE = "done"  # a cluster whose changes a merged walk has all sent
 
 
 def _time(name: str, text: str) -> float:
@@ -56,21 +57,63 @@ def _time(name: str, text: str) -> float:
                           f"(2026-12-05T10:00:00Z)") from None
 
 
-def _place(token: str, fingerprint: str) -> tuple[int, str, str]:
+def _decoded(token: str, fingerprint: str, valid: Any) -> Any:
+    """The place a ``continue`` token of this query holds (``valid`` says its shape is right).
+
+    Raises:
+        StatusError: 400 for a token this query did not issue (another query's, or forged).
+    """
     try:
         doc = orjson.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
-        rv, namespace, name = doc["at"]
-        if doc.get("q") != fingerprint or type(rv) is not int or not isinstance(namespace, str) \
-                or not isinstance(name, str):
+        place = doc["at"]
+        if doc.get("q") != fingerprint or not valid(place):
             raise ValueError
     except (ValueError, KeyError, TypeError, binascii.Error, orjson.JSONDecodeError):
         raise bad_request(f"invalid continue token {token[:64]!r}: not one this history "
                           f"query issued; start again without 'continue'") from None
-    return rv, namespace, name
+    return place
 
 
-def _token(place: tuple[int, str, str], fingerprint: str) -> str:
-    return base64.urlsafe_b64encode(orjson.dumps({"at": list(place), "q": fingerprint})).decode()
+def _token(place: Any, fingerprint: str) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps({"at": place, "q": fingerprint})).decode()
+
+
+def _is_place(place: Any) -> bool:
+    """``[rv, namespace, name]``: where one cluster's walk stopped."""
+    return isinstance(place, list) and len(place) == 3 and type(place[0]) is int \
+        and isinstance(place[1], str) and isinstance(place[2], str)
+
+
+def _are_places(places: Any) -> bool:
+    """Each cluster's place in a merged walk: a place, none yet, or done."""
+    return isinstance(places, dict) and all(
+        isinstance(k, str) and (v is None or v == _DONE or _is_place(v)) for k, v in places.items())
+
+
+class Options(NamedTuple):
+    """A history query's parameters, read and checked."""
+
+    since: float | None
+    until: float | None
+    limit: int
+    labels: Any
+    fields: Any
+    with_object: bool
+    fingerprint: str  # what a continue token of this query must name
+    token: str
+
+
+def _target(scope: dict) -> tuple[str, Any]:
+    """The path after ``/history`` and what it names.
+
+    Raises:
+        StatusError: 405 for anything but a read; 404 for a path of no resource.
+    """
+    if scope["method"] not in ("GET", "HEAD"):
+        raise StatusError(405, f"the history is read-only: {scope['method']} is not allowed",
+                          "MethodNotAllowed")
+    path = scope["path"][len(PREFIX):]
+    return path, parse_path(path)
 
 
 async def history_answer(scope: dict, receive: Any) -> Response:
@@ -84,11 +127,7 @@ async def history_answer(scope: dict, receive: Any) -> Response:
     context = context_of(scope)
     gateway = context.gateway or scope["app"].state.gateway
     cluster = context.cluster or gateway.default
-    if scope["method"] not in ("GET", "HEAD"):
-        raise StatusError(405, f"the history is read-only: {scope['method']} is not allowed",
-                          "MethodNotAllowed")
-    path = scope["path"][len(PREFIX):]
-    target = parse_path(path)
+    path, target = _target(scope)
     resource = await cluster.caches.resolve(target)
     check_scope(target, resource)
     verb = "get" if target.name is not None else "list"
@@ -100,23 +139,20 @@ async def history_answer(scope: dict, receive: Any) -> Response:
     if history is None:
         raise not_found("this gateway keeps no history: start it with --history "
                         "(sqlite:///PATH or postgresql://...)", resource="history")
-    query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"),
-                           keep_blank_values=True))
-    since, until, limit, labels, fields = _options(query)
-    selection = Selection(target.namespace, labels, fields, grant.namespaces)
+    options = _options(scope, path)
+    selection = Selection(target.namespace, options.labels, options.fields, grant.namespaces)
     matches = None if selection.namespace_only else selection.matches
-    fingerprint = "|".join((path, query.get("labelSelector", ""), query.get("fieldSelector", ""),
-                            query.get("since", ""), query.get("until", "")))
-    below = _place(query["continue"], fingerprint) if query.get("continue") else None
+    below = tuple(_decoded(options.token, options.fingerprint, _is_place)) \
+        if options.token else None
     key = resource_key(resource.group, resource.version, resource.resource)
-    items, next_place = await history.page(key, below, target.namespace, target.name, since,
-                                           until, limit, matches,
-                                           with_object=query.get("fields") != "patch")
+    items, next_place = await history.page(key, below, target.namespace, target.name,
+                                           options.since, options.until, options.limit, matches,
+                                           with_object=options.with_object)
     for item in items:
         del item[PLACE]
     metadata: dict[str, Any] = {}
     if next_place is not None:
-        metadata["continue"] = _token(next_place, fingerprint)
+        metadata["continue"] = _token(list(next_place), options.fingerprint)
     return _answer(metadata, items, [])
 
 
@@ -143,22 +179,14 @@ async def merged_history_answer(scope: dict, receive: Any) -> Response:
     """
     context = context_of(scope)
     gateway = context.gateway or scope["app"].state.gateway
-    if scope["method"] not in ("GET", "HEAD"):
-        raise StatusError(405, f"the history is read-only: {scope['method']} is not allowed",
-                          "MethodNotAllowed")
-    path = scope["path"][len(PREFIX):]
-    target = parse_path(path)
+    path, target = _target(scope)
     if target.name is not None:
         raise bad_request(f"one object's history ({target.name!r}) is not merged: names are "
                           f"per cluster; ask /clusters/NAME/history/...")
     check_names(target)
-    query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"),
-                           keep_blank_values=True))
-    since, until, limit, labels, fields = _options(query)
-    fingerprint = "|".join(("merged", path, query.get("labelSelector", ""),
-                            query.get("fieldSelector", ""), query.get("since", ""),
-                            query.get("until", "")))
-    places = _places(query["continue"], fingerprint) if query.get("continue") else {}
+    options = _options(scope, path, merged=True)
+    limit = options.limit
+    places = _decoded(options.token, options.fingerprint, _are_places) if options.token else {}
     warnings: list[str] = []
     clusters = [c for name, c in sorted(gateway.clusters.items())
                 if places.get(name, "") != _DONE]
@@ -167,19 +195,20 @@ async def merged_history_answer(scope: dict, receive: Any) -> Response:
     found = [r for r in reached if isinstance(r, Reached)]
     if not found and not any(isinstance(r, StatusError) for r in reached):
         raise not_found(f"no cluster serves the resource of {scope['path']}")
-    with_object = query.get("fields") != "patch"
 
     async def page_of(share: Reached) -> tuple[str, list[dict[str, Any]], Any]:
         cluster, resource = share.cluster, share.entry.resource
         if cluster.history is None:
             warnings.append(f"cluster {cluster.name}: keeps no history")
             return cluster.name, [], None
-        selection = Selection(target.namespace, labels, fields, share.grant.namespaces)
+        selection = Selection(target.namespace, options.labels, options.fields,
+                              share.grant.namespaces)
         place = places.get(cluster.name)
         items, after = await cluster.history.page(
             resource_key(resource.group, resource.version, resource.resource),
-            tuple(place) if place else None, target.namespace, None, since, until, limit,
-            None if selection.namespace_only else selection.matches, with_object)
+            tuple(place) if place else None, target.namespace, None, options.since,
+            options.until, limit, None if selection.namespace_only else selection.matches,
+            options.with_object)
         return cluster.name, items, after
 
     pages = await asyncio.gather(*(page_of(share) for share in found))
@@ -211,36 +240,18 @@ async def merged_history_answer(scope: dict, receive: Any) -> Response:
         del item[PLACE]
     metadata: dict[str, Any] = {}
     if more:
-        metadata["continue"] = base64.urlsafe_b64encode(orjson.dumps(
-            {"places": following, "q": fingerprint})).decode()
+        metadata["continue"] = _token(following, options.fingerprint)
     return _answer(metadata, chosen, warnings)
 
 
-_DONE = "done"  # a cluster whose changes a merged walk has all sent
-
-
-def _places(token: str, fingerprint: str) -> dict[str, Any]:
-    try:
-        doc = orjson.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
-        places = doc["places"]
-        if doc.get("q") != fingerprint or not isinstance(places, dict) or not all(
-                isinstance(k, str) and (v is None or v == _DONE or (
-                    isinstance(v, list) and len(v) == 3 and type(v[0]) is int
-                    and isinstance(v[1], str) and isinstance(v[2], str)))
-                for k, v in places.items()):
-            raise ValueError
-    except (ValueError, KeyError, TypeError, binascii.Error, orjson.JSONDecodeError):
-        raise bad_request(f"invalid continue token {token[:64]!r}: not one this history "
-                          f"query issued; start again without 'continue'") from None
-    return places
-
-
-def _options(query: dict[str, str]) -> tuple[float | None, float | None, int, Any, Any]:
-    """``since``, ``until``, ``limit`` and the two selectors of a history query.
+def _options(scope: dict, path: str, merged: bool = False) -> Options:
+    """The query's ``since``, ``until``, ``limit``, selectors, ``fields`` and ``continue``.
 
     Raises:
         StatusError: 400 for any of them malformed.
     """
+    query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"),
+                           keep_blank_values=True))
     since = _time("since", query["since"]) if query.get("since") else None
     until = _time("until", query["until"]) if query.get("until") else None
     try:
@@ -255,4 +266,8 @@ def _options(query: dict[str, str]) -> tuple[float | None, float | None, int, An
         fields = parse_field_selector(query.get("fieldSelector", ""))
     except SelectorError as exc:
         raise bad_request(f"invalid selector: {exc}") from None
-    return since, until, limit, labels, fields
+    fingerprint = "|".join((("merged",) if merged else ()) + (
+        path, query.get("labelSelector", ""), query.get("fieldSelector", ""),
+        query.get("since", ""), query.get("until", "")))
+    return Options(since, until, limit, labels, fields, query.get("fields") != "patch",
+                   fingerprint, query.get("continue", ""))

@@ -56,7 +56,7 @@ from app.query.summary import SUMMARY_TAIL, summary_head
 from app.streams.pipeline import open_stream
 from app.streams.sse import SSEEncoder
 from app.streams.watch import WatchEncoder
-from informer_core.encoded import EncodedObject
+from informer_core.encoded import by_key
 from informer_core.fields import FieldSelector, Term
 
 __all__ = ["check_scope", "past_objects", "resource_answer", "resource_endpoint",
@@ -291,7 +291,6 @@ async def _list(entry: ResourceCache, shape: Shape, reading: Reading,
     if if_none_match == etag:
         return Response(status_code=304, headers={"ETag": etag})
     dashboard = bool(query.view_text)
-    fingerprint = reading.fingerprint
     list_key = tick = None
     if accept.kind in ("json", "meta"):
         # an answer kept while its buckets are unchanged (app.cache.kept_lists): a plain
@@ -389,7 +388,7 @@ async def _answer(entry: ResourceCache, shape: Shape, reading: Reading, objects:
                                   "sort order; start the list again without 'continue'")
             start = query.ordering.after(places, position)
         else:
-            start = bisect_right(objects, after, key=_key)
+            start = bisect_right(objects, after, key=by_key)
     token, remaining = "", None
     end = len(objects)
     if query.limit and end - start > query.limit:
@@ -448,8 +447,6 @@ async def _keep(entry: ResourceCache, list_key: Hashable, tick: int, selection: 
     return KeptBody((whole,), etag)
 
 
-def _key(obj: EncodedObject) -> str:
-    return obj.key
 
 
 async def _watch(request: Request, gateway: Any, cluster: Any, grant: Grant,

@@ -27,7 +27,7 @@ from app.cache.hub import EventHub
 from app.cache.resources import ResourceCache
 from app.cache.subscriber import Subscriber
 from app.history.recorder import resource_key
-from app.history.store import TYPES, Row
+from app.history.store import TYPES, Change
 from informer_core.encoded import EncodedObject
 
 __all__ = ["Past", "Replay", "past_events"]
@@ -76,7 +76,7 @@ class Past:
             last = rows[-1]
             place = (last.rv, last.namespace, last.name)
 
-    def _event(self, row: Row, previous: dict[tuple[str, str], EncodedObject | None]) -> Event:
+    def _event(self, row: Change, previous: dict[tuple[str, str], EncodedObject | None]) -> Event:
         obj = EncodedObject(row.raw)
         key = (row.namespace, row.name)
         old = previous.get(key)

@@ -825,3 +825,84 @@ def test_one_cluster_that_does_not_answer_never_stops_a_prewarming_serve(three, 
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
     assert "Application startup failed" not in out, out[-2000:]
+
+
+def test_the_past_of_every_cluster_merged_as_each_caller_may_read_it(three, tmp_path,
+                                                                    history_url):
+    """One store keeping a, b and c: an Exact list at a merged token (a version per cluster)
+    is each cluster's state then, paged too; ``/clusters/*/history/`` is every cluster's
+    changes, newest first, each as its API server made it; alice reads the past of the
+    clusters whose RBAC lets her read the present (b, and c through her group), and no more."""
+    from app.settings import Settings
+    from control_plane.cluster import free_port
+
+    path = _write_clusters(tmp_path / "clusters.yaml", three, tmp_path, c=PREFIXES)
+    settings = Settings(port=free_port(), clusters=path, authz="kubernetes", sync_timeout=30.0,
+                        history=history_url)
+    base = "/api/v1/namespaces/team/configmaps"
+    kubes = {name: KubeAPI.for_cluster(cluster) for name, cluster in three.items()}
+    then = {name: [(o["metadata"]["name"], o["metadata"]["resourceVersion"])
+                   for o in kube.get(base)["items"]] for name, kube in kubes.items()}
+    running = RunningGateway(settings).start()
+    made: dict[str, dict] = {}
+    try:
+        with httpx.Client(base_url=running.url, timeout=30, headers={
+                "Authorization": f"Bearer {three['a'].admin.token}"}) as admin, \
+                httpx.Client(base_url=running.url, timeout=30, headers={
+                    "Authorization": f"Bearer {three['a'].user.token}"}) as alice:
+            merged = admin.get(f"/clusters/*{base}").json()
+            token = merged["metadata"]["resourceVersion"]
+            assert [o["data"]["cluster"] for o in merged["items"]] == \
+                [n for n in ("a", "b", "c") for _ in OBJECTS[n]]
+            for name, kube in kubes.items():  # one change and one new object in each
+                kube.patch(f"{base}/{OBJECTS[name][0]}", {"data": {"v": "1"}})
+                made[name] = kube.create(base, {"metadata": {"name": f"{name}-new"},
+                                                "data": {"cluster": name}})
+            for name, object_ in made.items():
+                history = running.gateway.clusters[name].history
+                version = int(object_["metadata"]["resourceVersion"])
+                wait_until(lambda h=history, n=name, v=version: any(
+                    lo <= v <= hi for lo, hi in h.store.spans(n, "core/v1/configmaps")), 15,
+                    message=f"{name}'s change kept")
+
+            def past(client: httpx.Client, limit: int = 0) -> list[tuple[str, str, str]]:
+                found, cont = [], None
+                while True:
+                    params = ({"continue": cont} if cont else {
+                        "resourceVersion": token, "resourceVersionMatch": "Exact"})
+                    page = client.get(f"/clusters/*{base}",
+                                      params=params | ({"limit": str(limit)} if limit else {}))
+                    assert page.status_code == 200, page.text
+                    found += [(o["data"]["cluster"], o["metadata"]["name"],
+                               o["metadata"]["resourceVersion"]) for o in page.json()["items"]]
+                    cont = page.json()["metadata"].get("continue")
+                    if not cont:
+                        return found
+
+            every = [(n, name, rv) for n in ("a", "b", "c") for name, rv in then[n]]
+            assert past(admin) == every == past(admin, limit=2)  # each API server's, then
+            assert past(alice) == [t for t in every if t[0] in ("b", "c")]  # hers to read
+
+            changes = admin.get(f"/clusters/*/history{base}", params={"limit": "6"})
+            assert changes.status_code == 200, changes.text
+            items = changes.json()["items"]
+            times = [c["time"] for c in items]
+            assert times == sorted(times, reverse=True), items  # newest first, across clusters
+            now = {(n, o["metadata"]["name"]): o["metadata"]["resourceVersion"]
+                   for n, kube in kubes.items() for o in kube.get(base)["items"]}
+            assert sorted((c["cluster"], c["type"], c["object"]["metadata"]["name"],
+                           c["resourceVersion"]) for c in items) == sorted(
+                (n, kind, name, now[(n, name)]) for n in ("a", "b", "c")
+                for kind, name in (("MODIFIED", OBJECTS[n][0]), ("ADDED", f"{n}-new")))
+            modified = next(c for c in items if c["type"] == "MODIFIED")
+            assert {"op": "add", "path": "/data/v", "value": "1"} in modified["patch"]
+            hers = alice.get(f"/clusters/*/history{base}")
+            assert hers.status_code == 200, hers.text
+            assert {c["cluster"] for c in hers.json()["items"]} == {"b", "c"}
+            assert "cluster a" not in hers.headers.get("Warning", "")  # not hers: not said
+            assert alice.get(f"/clusters/a/history{base}").status_code == 403
+    finally:
+        running.stop()
+        for name, kube in kubes.items():
+            kube.delete(f"{base}/{name}-new")
+            kube.patch(f"{base}/{OBJECTS[name][0]}", {"data": {"v": None}})

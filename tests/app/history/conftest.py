@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from app.history.postgres_store import PostgresStore
 from app.history.sqlite_store import SQLiteStore
 from app.history.store import HistoryStore
-
-
-def postgres_database(local_postgres) -> tuple[str, str]:
-    """A new database on the run's PostgreSQL: its name and URL."""
-    name = "h_" + uuid.uuid4().hex[:12]
-    local_postgres.sql(f"CREATE DATABASE {name}")
-    return name, local_postgres.url.rsplit("/", 1)[0] + "/" + name
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -27,10 +18,10 @@ def store(request, tmp_path) -> HistoryStore:
         dropped = None
     else:
         server = request.getfixturevalue("local_postgres")
-        dropped, url = postgres_database(server)
+        dropped, url = server.database()
         made = PostgresStore(url)
     made.create()
     yield made
     made.close()
     if dropped is not None:
-        server.sql(f"DROP DATABASE {dropped} WITH (FORCE)")
+        server.drop(dropped)

@@ -16,13 +16,10 @@ from app.history.store import ForeignStore
 from app.settings import Settings
 from control_plane.fake import FakeCluster
 from tests.app.conftest import run_gateway
+from tests.app.history.kept import configmap
 from tests.helpers import wait_until
 
 BASE = "/api/v1/namespaces/shop/configmaps"
-
-
-def _cm(name: str) -> dict:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {}}
 
 
 def _fake() -> FakeCluster:
@@ -38,7 +35,7 @@ def test_a_store_away_holds_up_nothing_and_gets_every_change_once_it_is_back(tmp
     with run_gateway(fake, history=f"sqlite:///{folder}/h.db") as running, \
             httpx.Client(base_url=running.url, timeout=30) as http:
         assert http.get(BASE).status_code == 200
-        made = [fake.create(BASE, _cm(f"c{i}")) for i in range(5)]
+        made = [fake.create(BASE, configmap(f"c{i}")) for i in range(5)]
         running.wait_seen(made[-1])
         assert [o["metadata"]["name"] for o in http.get(BASE).json()["items"]] == \
             [f"c{i}" for i in range(5)]  # the present: as ever

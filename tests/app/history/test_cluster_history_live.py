@@ -4,46 +4,25 @@ compacted it (the API server then says 410) — on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import ssl
 import time
+from typing import Any
 
 import httpx
 import pytest
 
 from control_plane.kubeapi import KubeAPI
 from tests.app.conftest import run_gateway
-from tests.app.history.conftest import postgres_database
+from tests.app.history.kept import configmap, kept
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.cluster
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def history_url(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/history.db"
-        return
-    server = request.getfixturevalue("local_postgres")
-    name, url = postgres_database(server)
-    yield url
-    server.sql(f"DROP DATABASE {name} WITH (FORCE)")
-
-
-def _cm(name: str, **labels) -> dict:
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "labels": labels}, "data": {"v": "0"}}
-
-
 def _items(body: dict) -> list[tuple[str, str]]:
     return [(o["metadata"]["name"], o["metadata"]["resourceVersion"]) for o in body["items"]]
-
-
-def _kept(running, version: int) -> bool:
-    """Whether the gateway's store holds ``version`` of configmaps (its writer caught up)."""
-    history = running.gateway.default.history
-    return any(lo <= version <= hi for lo, hi in history.store.spans(history.cluster,
-                                                                      "core/v1/configmaps"))
 
 
 def test_exact_lists_at_past_versions_are_the_api_servers_even_after_compaction(
@@ -53,19 +32,19 @@ def test_exact_lists_at_past_versions_are_the_api_servers_even_after_compaction(
             httpx.Client(base_url=running.url, timeout=30) as http:
         assert http.get(base).status_code == 200  # the cache loads; its list is the baseline
         versions = []
-        a = kube.create(base, _cm("a", tier="web"))
+        a = kube.create(base, configmap("a", tier="web"))
         versions.append(a["metadata"]["resourceVersion"])
-        b = kube.create(base, _cm("b", tier="db"))
+        b = kube.create(base, configmap("b", tier="db"))
         versions.append(b["metadata"]["resourceVersion"])
         a = kube.patch(f"{base}/a", {"data": {"v": "1"}})
         versions.append(a["metadata"]["resourceVersion"])
         kube.delete(f"{base}/b")
-        c = kube.create(base, _cm("c", tier="web"))
+        c = kube.create(base, configmap("c", tier="web"))
         versions.append(c["metadata"]["resourceVersion"])
-        b2 = kube.create(base, _cm("b", tier="web"))  # the same name again, another object
+        b2 = kube.create(base, configmap("b", tier="web"))  # the same name again, another object
         versions.append(b2["metadata"]["resourceVersion"])
         running.wait_seen(b2)
-        wait_until(lambda: _kept(running, int(versions[-1])), 10, message="the store caught up")
+        wait_until(lambda: kept(running, int(versions[-1])), 10, message="the store caught up")
 
         theirs = {}
         for version in versions:
@@ -132,16 +111,16 @@ def test_a_restart_on_the_store_serves_at_once_and_watches_on_without_a_list(
     with run_gateway(local_cluster, history=history_url) as first, \
             httpx.Client(base_url=first.url, timeout=30) as http:
         assert http.get(base).status_code == 200
-        kube.create(base, _cm("a"))
-        b = kube.create(base, _cm("b"))
+        kube.create(base, configmap("a"))
+        b = kube.create(base, configmap("b"))
         first.wait_seen(b)
-        wait_until(lambda: _kept(first, int(b["metadata"]["resourceVersion"])), 10,
+        wait_until(lambda: kept(first, int(b["metadata"]["resourceVersion"])), 10,
                    message="the store caught up")
         before = int(b["metadata"]["resourceVersion"])
     # while no gateway runs
     a = kube.patch(f"{base}/a", {"data": {"v": "1"}})
     kube.delete(f"{base}/b")
-    c = kube.create(base, _cm("c"))
+    c = kube.create(base, configmap("c"))
     lists = _configmap_lists(kube)
     with run_gateway(local_cluster, history=history_url) as second, \
             httpx.Client(base_url=second.url, timeout=30) as http:
@@ -152,7 +131,7 @@ def test_a_restart_on_the_store_serves_at_once_and_watches_on_without_a_list(
         assert stats.seeded and stats.lists == 0
         assert _configmap_lists(kube) == lists  # the API server answered no LIST
         assert _names(http, base) == _items(kube.get(base))
-        wait_until(lambda: _kept(second, int(c["metadata"]["resourceVersion"])), 10,
+        wait_until(lambda: kept(second, int(c["metadata"]["resourceVersion"])), 10,
                    message="the store caught up")
         history = http.get(f"/history{base}/a").json()["items"]
         assert [(h["type"], h["resourceVersion"]) for h in history][:2] == [
@@ -167,12 +146,12 @@ def test_a_restart_on_the_store_serves_at_once_and_watches_on_without_a_list(
             ("MODIFIED", "a"), ("DELETED", "b"), ("ADDED", "c")]
         last = kube.patch(f"{base}/c", {"data": {"v": "2"}})
         second.wait_seen(last)
-        wait_until(lambda: _kept(second, int(last["metadata"]["resourceVersion"])), 10,
+        wait_until(lambda: kept(second, int(last["metadata"]["resourceVersion"])), 10,
                    message="the store caught up")
     # while no gateway runs: changes, then a new API server whose watch cache begins now
     kube.patch(f"{base}/a", {"data": {"v": "2"}})
     kube.delete(f"{base}/c")
-    d = kube.create(base, _cm("d"))
+    d = kube.create(base, configmap("d"))
     fresh = local_cluster.add_apiserver(name="fresh-watch-cache")
     try:
         with run_gateway(local_cluster, server=fresh, history=history_url) as third, \
@@ -183,7 +162,7 @@ def test_a_restart_on_the_store_serves_at_once_and_watches_on_without_a_list(
                        message="the relist's state")
             entry = next(iter(third.gateway.default.caches.entries().values()))
             assert entry.informer.reflector_stats().lists >= 1  # 410 for the stored version
-            wait_until(lambda: _kept(third, int(d["metadata"]["resourceVersion"])), 10,
+            wait_until(lambda: kept(third, int(d["metadata"]["resourceVersion"])), 10,
                        message="the relist's differences written")
             # the differences as the changes they are: never a phantom delete-and-add
             kinds = {n: [h["type"] for h in http.get(f"/history{base}/{n}").json()["items"]]
@@ -195,59 +174,79 @@ def test_a_restart_on_the_store_serves_at_once_and_watches_on_without_a_list(
         local_cluster.remove_apiserver(fresh)
 
 
+def _gateways(stack: contextlib.ExitStack, local_cluster, urls: list[str],
+              **settings) -> list[tuple[Any, httpx.Client]]:
+    """A gateway on each store of ``urls`` (run side by side, to wait for the API server once)
+    and a client of each."""
+    running = [stack.enter_context(run_gateway(local_cluster, history=url, **settings))
+               for url in urls]
+    return [(r, stack.enter_context(httpx.Client(base_url=r.url, timeout=30))) for r in running]
+
+
 @pytest.mark.timeout(240)
 def test_events_the_api_server_deletes_after_its_ttl_stay_in_the_history(
-        local_cluster, kube, namespace, tmp_path):
+        local_cluster, kube, namespace, tmp_path, postgres_history_url):
     # an API server whose Events live 5 s (its leases, reused, keep them up to a minute more)
     short = local_cluster.add_apiserver(["--event-ttl=5s"], name="short-event-ttl")
     base = f"/api/v1/namespaces/{namespace}/events"
     try:
         writer = KubeAPI.for_cluster(local_cluster, server=short)
-        with run_gateway(local_cluster, history=f"sqlite:///{tmp_path}/h.db") as running, \
-                httpx.Client(base_url=running.url, timeout=30) as http:
-            assert http.get(base).status_code == 200
+        with contextlib.ExitStack() as stack:
+            gateways = _gateways(stack, local_cluster,
+                                 [f"sqlite:///{tmp_path}/h.db", postgres_history_url])
+            for _, http in gateways:
+                assert http.get(base).status_code == 200
             made = writer.create(base, {
                 "metadata": {"name": "backoff"}, "type": "Warning", "reason": "BackOff",
                 "message": "Back-off restarting failed container", "count": 1,
                 "involvedObject": {"kind": "Pod", "namespace": namespace, "name": "api-1"}})
             version = made["metadata"]["resourceVersion"]
-            running.wait_seen(made)
+            for running, _ in gateways:
+                running.wait_seen(made)
             wait_until(lambda: kube.get(f"{base}/backoff", ok_missing=True) is None, 150,
                        interval=1.0, message="the API server's TTL to delete the Event")
-            wait_until(lambda: [o["metadata"]["name"] for o in http.get(base).json()["items"]]
-                       == [], 10, message="the gateway to see it go")
-            wait_until(lambda: [c["type"] for c in http.get(f"/history{base}/backoff").json()
-                                ["items"]] == ["DELETED", "ADDED"], 10,
-                       message="its history: added, then deleted by the TTL")
-            exact = http.get(f"{base}?resourceVersion={version}&resourceVersionMatch=Exact")
-            assert exact.status_code == 200
-            assert [(o["metadata"]["name"], o["reason"]) for o in exact.json()["items"]] == [
-                ("backoff", "BackOff")]
+            for running, http in gateways:  # on SQLite, then on PostgreSQL
+                wait_until(lambda: [o["metadata"]["name"] for o in http.get(base).json()["items"]]
+                           == [], 10, message="the gateway to see it go")
+                wait_until(lambda: [c["type"] for c in http.get(f"/history{base}/backoff").json()
+                                    ["items"]] == ["DELETED", "ADDED"], 10,
+                           message=f"its history on {running.settings.history}: added, then "
+                                   f"deleted by the TTL")
+                exact = http.get(f"{base}?resourceVersion={version}&resourceVersionMatch=Exact")
+                assert exact.status_code == 200
+                assert [(o["metadata"]["name"], o["reason"]) for o in exact.json()["items"]] == [
+                    ("backoff", "BackOff")]
     finally:
         local_cluster.remove_apiserver(short)
 
 
 def test_what_falls_out_of_retention_answers_410_and_the_present_stays(
-        local_cluster, kube, namespace, tmp_path, monkeypatch):
+        local_cluster, kube, namespace, tmp_path, postgres_history_url, monkeypatch):
     from app.history import writer
 
     monkeypatch.setattr(writer, "RETAIN_EVERY", 0.5)  # retention looked at twice a second
     base = f"/api/v1/namespaces/{namespace}/configmaps"
-    with run_gateway(local_cluster, history=f"sqlite:///{tmp_path}/h.db",
-                     history_retention=3.0) as running, \
-            httpx.Client(base_url=running.url, timeout=30) as http:
-        assert http.get(base).status_code == 200
-        old = kube.create(base, _cm("a"))
-        running.wait_seen(old)
+    with contextlib.ExitStack() as stack:
+        gateways = _gateways(stack, local_cluster,
+                             [f"sqlite:///{tmp_path}/h.db", postgres_history_url],
+                             history_retention=3.0)
+        for _, http in gateways:
+            assert http.get(base).status_code == 200
+        old = kube.create(base, configmap("a"))
         version = old["metadata"]["resourceVersion"]
         query = f"{base}?resourceVersion={version}&resourceVersionMatch=Exact"
-        wait_until(lambda: http.get(query).status_code == 200, 10, message="kept")
+        for running, http in gateways:
+            running.wait_seen(old)
+            wait_until(lambda: http.get(query).status_code == 200, 10, message="kept")
         time.sleep(4.0)  # older than the retention now
         newer = kube.patch(f"{base}/a", {"data": {"v": "1"}})
-        running.wait_seen(newer)
-        wait_until(lambda: http.get(query).status_code == 410, 10, message="forgotten")
-        assert http.get(query).json()["reason"] == "Expired"
-        assert _items(http.get(base).json()) == [("a", newer["metadata"]["resourceVersion"])]
         now = newer["metadata"]["resourceVersion"]
-        wait_until(lambda: http.get(f"{base}?resourceVersion={now}&resourceVersionMatch=Exact")
-                   .status_code == 200, 10, message="the newest version kept")
+        for running, http in gateways:  # on SQLite, then on PostgreSQL
+            running.wait_seen(newer)
+            wait_until(lambda: http.get(query).status_code == 410, 10,
+                       message=f"forgotten on {running.settings.history}")
+            assert http.get(query).json()["reason"] == "Expired"
+            assert _items(http.get(base).json()) == [("a", now)]
+            wait_until(lambda: http.get(f"{base}?resourceVersion={now}"
+                                        f"&resourceVersionMatch=Exact").status_code == 200, 10,
+                       message="the newest version kept")

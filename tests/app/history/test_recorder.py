@@ -11,6 +11,9 @@ from informer_core.delta_fifo import DeletedFinalStateUnknown
 from tests.app.cache.hubs import change, obj
 
 
+NOW = 1000.0  # the recorder's clock: every change, span and baseline is stamped with it
+
+
 class _Writer:
     """What a recorder hands its writer, in order."""
 
@@ -29,7 +32,7 @@ class _Writer:
 def _recorded_hub(*objects, at):
     writer = _Writer()
     hub = EventHub(100)
-    hub.recorder = Recorder(writer, "core/v1/pods", clock=lambda: 1000.0)
+    hub.recorder = Recorder(writer, "core/v1/pods", clock=lambda: NOW)
     for o in objects:
         hub.apply("add", o, None)
     hub.settle(str(at))
@@ -47,6 +50,7 @@ def test_the_ready_view_is_the_baseline_and_each_point_grows_the_span():
         hub, writer = _recorded_hub(obj("a", 5), obj("b", 7), at=12)
         (baseline,) = writer.taken()
         assert isinstance(baseline, Baseline) and baseline.version == 12
+        assert baseline.received == NOW  # when the list was there, not when it is written
         assert sorted(o.name for o in baseline.objects) == ["a", "b"]
         change(hub, "c", 14)
         change(hub, "a", 15, 5)
@@ -54,9 +58,9 @@ def test_the_ready_view_is_the_baseline_and_each_point_grows_the_span():
         ops = writer.taken()
         changes = [(o.kind, o.rv, o.name) for o in ops if isinstance(o, Change)]
         assert changes == [(ADDED, 14, "c"), (MODIFIED, 15, "a"), (DELETED, 16, "b")]
-        assert [o for o in ops if isinstance(o, Span)] == [Span(12, 14), Span(12, 15), Span(12, 16)]
+        assert [o for o in ops if isinstance(o, Span)] == [Span(12, 14, NOW), Span(12, 15, NOW), Span(12, 16, NOW)]
         hub.settle("20")  # a bookmark: nothing changed up to 20
-        assert writer.taken() == [Span(12, 20)]
+        assert writer.taken() == [Span(12, 20, NOW)]
         hub.settle("20")  # the same again: nothing to say
         assert writer.taken() == []
 
@@ -73,9 +77,9 @@ def test_a_relist_burst_ends_the_span_and_its_point_begins_the_next():
         ops = writer.taken()
         assert [(o.kind, o.name) for o in ops if isinstance(o, Change)] == [
             (MODIFIED, "a"), (DELETED, "b")]
-        assert [o for o in ops if isinstance(o, Span)] == [Span(40, 40)]  # not Span(12, 40)
+        assert [o for o in ops if isinstance(o, Span)] == [Span(40, 40, NOW)]  # not Span(12, 40, NOW)
         change(hub, "c", 41)
-        assert writer.taken()[-1] == Span(40, 41)
+        assert writer.taken()[-1] == Span(40, 41, NOW)
 
     asyncio.run(scenario())
 
@@ -90,6 +94,6 @@ def test_changes_dropped_by_the_writer_need_a_baseline_again():
         assert isinstance(ops[0], Change) and isinstance(ops[-1], Baseline)
         assert ops[-1].version == 14 and sorted(o.name for o in ops[-1].objects) == ["a", "b"]
         change(hub, "c", 15)
-        assert writer.taken()[-1] == Span(14, 15)
+        assert writer.taken()[-1] == Span(14, 15, NOW)
 
     asyncio.run(scenario())

@@ -147,7 +147,7 @@ def test_a_baseline_writes_what_changed_while_nobody_watched_as_the_changes_they
     a = change(MODIFIED, 30, "a", x=3)
     c = change(ADDED, 35, "c")
     listed = [EncodedObject(a.raw), EncodedObject(c.raw)]
-    wrote = store.write("c", [(PODS, Baseline(40, listed))], 2000.0)
+    wrote = store.write("c", [(PODS, Baseline(40, listed, 1990.0))], 2000.0)
     assert wrote == 3
     assert names_at(store, 40) == {"a": 30, "c": 35}
     assert names_at(store, 15) == {"a": 15, "b": 14}  # the past before it stands
@@ -155,6 +155,9 @@ def test_a_baseline_writes_what_changed_while_nobody_watched_as_the_changes_they
     assert [(r.kind, r.rv, r.name) for r in newest] == [(DELETED, 40, "b"), (ADDED, 35, "c"),
                                                          (MODIFIED, 30, "a")]
     assert orjson.loads(newest[0].raw)["metadata"]["resourceVersion"] == "14"  # its last state
+    # received when the list was there, not when written: before changes that came after it
+    assert {r.received for r in newest} == {1990.0}
+    assert store.newest_span("c", PODS) == (40, 40, 1990.0)
     assert store.spans("c", PODS) == [(10, 15), (40, 40)]
     # the same list again (a second replica's): nothing more
     assert store.write("c", [(PODS, Baseline(40, listed))], 2001.0) == 0

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from app.history.sqlite_store import SQLiteStore
-from app.history.store import ADDED, KEPT, MODIFIED, Change, ForeignStore, Span, StoreUnavailable
+from app.history.store import ADDED, KEPT, MODIFIED, Span, StoreUnavailable
 from app.history.writer import HistoryWriter
 from tests.app.history.test_store import change
 from tests.helpers import wait_until

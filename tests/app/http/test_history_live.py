@@ -9,26 +9,26 @@ import jsonpatch
 import pytest
 
 from tests.app.conftest import run_gateway
-from tests.app.history.test_cluster_history_live import _cm, _kept, history_url  # noqa: F401
+from tests.app.history.kept import configmap, kept
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.cluster
 
 
 def test_an_objects_history_is_its_changes_newest_first_each_a_patch_from_the_one_before(
-        local_cluster, kube, namespace, history_url):  # noqa: F811
+        local_cluster, kube, namespace, history_url):
     base = f"/api/v1/namespaces/{namespace}/configmaps"
     with run_gateway(local_cluster, history=history_url) as running, \
             httpx.Client(base_url=running.url, timeout=30) as http:
         assert http.get(base).status_code == 200
-        states = [kube.create(base, _cm("web", tier="web"))]
+        states = [kube.create(base, configmap("web", tier="web"))]
         states.append(kube.patch(f"{base}/web", {"data": {"v": "1"}}))
         states.append(kube.patch(f"{base}/web", {"metadata": {"labels": {"tier": "db"}}}))
-        kube.create(base, _cm("other", tier="web"))
+        kube.create(base, configmap("other", tier="web"))
         kube.delete(f"{base}/web")
         last = kube.patch(f"{base}/other", {"data": {"v": "9"}})
         running.wait_seen(last)
-        wait_until(lambda: _kept(running, int(last["metadata"]["resourceVersion"])), 10,
+        wait_until(lambda: kept(running, int(last["metadata"]["resourceVersion"])), 10,
                    message="the store caught up")
 
         answer = http.get(f"/history{base}/web")
@@ -81,7 +81,7 @@ def test_an_objects_history_is_its_changes_newest_first_each_a_patch_from_the_on
 
 
 def test_history_is_read_as_the_list_of_that_resource_by_todays_rbac(local_cluster, kube,
-                                                                      namespace, history_url):  # noqa: F811
+                                                                      namespace, history_url):
     base = f"/api/v1/namespaces/{namespace}/configmaps"
     kube.create(f"/api/v1/namespaces/{namespace}/serviceaccounts",
                 {"metadata": {"name": "nobody"}})

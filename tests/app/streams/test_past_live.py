@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from tests.app.conftest import run_gateway
-from tests.app.history.test_cluster_history_live import _cm, _kept, history_url  # noqa: F401
+from tests.app.history.kept import configmap, kept
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.cluster
@@ -25,7 +25,7 @@ def _said(events: list[dict]) -> list[tuple[str, str, str]]:
 
 
 def test_a_watch_from_a_version_older_than_the_ring_is_the_api_servers_then_goes_live(
-        local_cluster, kube, namespace, history_url, monkeypatch):  # noqa: F811
+        local_cluster, kube, namespace, history_url, monkeypatch):
     from app.history import cluster_history
 
     monkeypatch.setattr(cluster_history, "REPLAY_PAGE", 2)  # the replay read in pages of two
@@ -36,15 +36,15 @@ def test_a_watch_from_a_version_older_than_the_ring_is_the_api_servers_then_goes
     with run_gateway(local_cluster, history=history_url, event_ring_size=2) as running, \
             httpx.Client(base_url=running.url, timeout=30) as http, api:
         assert http.get(base).status_code == 200
-        start = kube.create(base, _cm("a", tier="web"))["metadata"]["resourceVersion"]
-        kube.create(base, _cm("b", tier="db"))
+        start = kube.create(base, configmap("a", tier="web"))["metadata"]["resourceVersion"]
+        kube.create(base, configmap("b", tier="db"))
         kube.patch(f"{base}/a", {"data": {"v": "1"}})
         kube.patch(f"{base}/a", {"metadata": {"labels": {"tier": "db"}}})  # leaves tier=web
-        kube.create(base, _cm("c", tier="web"))
+        kube.create(base, configmap("c", tier="web"))
         kube.delete(f"{base}/b")
         last = kube.patch(f"{base}/c", {"data": {"v": "2"}})
         running.wait_seen(last)
-        wait_until(lambda: _kept(running, int(last["metadata"]["resourceVersion"])), 10,
+        wait_until(lambda: kept(running, int(last["metadata"]["resourceVersion"])), 10,
                    message="the store caught up")
         assert running.gateway.default.caches.entries()  # the ring (2 events) lost the start
 
@@ -80,7 +80,7 @@ def test_a_watch_from_a_version_older_than_the_ring_is_the_api_servers_then_goes
         reader = threading.Thread(target=follow, daemon=True)
         reader.start()
         assert opened.wait(10)
-        d = kube.create(base, _cm("d"))
+        d = kube.create(base, configmap("d"))
         reader.join(15)
         assert _said(events)[:6] == replayed
         assert _said(events)[6] == ("ADDED", "d", d["metadata"]["resourceVersion"])
