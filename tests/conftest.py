@@ -1,6 +1,7 @@
 """Suite-wide fixtures: the real cluster plugin, a guard against leaked threads, the rule
 that only tests marked ``cluster`` may use the real API server (so ``-m "not cluster"``
-runs with no control plane at all), and kubectl at each version the suite runs it."""
+runs with no control plane at all), kubectl at each version the suite runs it, and a history
+store of each engine."""
 
 from __future__ import annotations
 
@@ -102,3 +103,20 @@ def process_wide_hooks_kept() -> Iterator[None]:
     yield
     after = (list(root.handlers), sys.excepthook, threading.excepthook, warnings.showwarning)
     assert after == before, "the test changed the process's logging or exception hooks"
+
+
+@pytest.fixture
+def postgres_history_url(local_postgres) -> Iterator[str]:
+    """A new history store's ``--history`` URL on the run's PostgreSQL (a database of its own)."""
+    name, url = local_postgres.database()
+    yield url
+    local_postgres.drop(name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def history_url(request, tmp_path) -> str:
+    """A new history store's ``--history`` URL: an SQLite file, or a database of the run's
+    PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/history.db"
+    return request.getfixturevalue("postgres_history_url")

@@ -169,23 +169,6 @@ def http(gateway) -> Iterator[httpx.Client]:
         yield client
 
 
-@pytest.fixture
-def postgres_history_url(local_postgres) -> Iterator[str]:
-    """A new history store's ``--history`` URL on the run's PostgreSQL (a database of its own)."""
-    name, url = local_postgres.database()
-    yield url
-    local_postgres.drop(name)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def history_url(request, tmp_path) -> str:
-    """A new history store's ``--history`` URL: an SQLite file, or a database of the run's
-    PostgreSQL."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/history.db"
-    return request.getfixturevalue("postgres_history_url")
-
-
 def clusters_file(path, names, default: str = "", **extra: dict) -> str:
     """Write a clusters file naming ``names`` (``extra[name]``: more keys of that cluster)."""
     import yaml

@@ -1,6 +1,6 @@
 """A gateway killed with SIGKILL while it writes its history: the SQLite file is whole, every
-change it committed is still there after a restart on the same file, none twice, and the
-restarted gateway's Exact lists are the API server's own."""
+change it committed (to SQLite or PostgreSQL) is still there after a restart on the same store,
+none twice, and the restarted gateway's Exact lists are the API server's own."""
 
 from __future__ import annotations
 
@@ -24,10 +24,17 @@ from tests.helpers import wait_until
 pytestmark = pytest.mark.cluster
 
 
-def _rows(path) -> list[tuple]:
-    with sqlite3.connect(path) as db:
-        return db.execute("SELECT namespace, name, rv, kind FROM kcg_changes WHERE resource = "
-                          "'core/v1/configmaps'").fetchall()
+def _rows(url: str) -> list[tuple]:
+    """Every configmaps row the store at ``url`` holds, read as a stranger to the gateway."""
+    statement = ("SELECT namespace, name, rv, kind FROM kcg_changes WHERE resource = "
+                 "'core/v1/configmaps'")
+    if url.startswith("sqlite:///"):
+        with sqlite3.connect(url[len("sqlite:///"):]) as db:
+            return db.execute(statement).fetchall()
+    import psycopg
+
+    with psycopg.connect(url) as db:
+        return [tuple(row) for row in db.execute(statement).fetchall()]
 
 
 def _answers(url: str) -> bool:
@@ -44,18 +51,17 @@ def _written(url: str) -> float:
     return 0.0
 
 
-def test_sigkill_while_writing_leaves_a_whole_file_and_loses_nothing_it_committed(
-        local_cluster, tmp_path):
+def test_sigkill_while_writing_leaves_a_whole_store_and_loses_nothing_it_committed(
+        local_cluster, tmp_path, history_url):
     kube = KubeAPI.for_cluster(local_cluster)
     namespace = f"kill-{uuid.uuid4().hex[:8]}"
     kube.ensure_namespace(namespace)
     base = f"/api/v1/namespaces/{namespace}/configmaps"
-    store = tmp_path / "history.db"
     port = free_port()
     said = (tmp_path / "gateway.log").open("w")
     gateway = subprocess.Popen(
         [sys.executable, "-m", "app.launch.cli", "serve", "--kubeconfig",
-         str(local_cluster.kubeconfig), "--port", str(port), "--history", f"sqlite:///{store}",
+         str(local_cluster.kubeconfig), "--port", str(port), "--history", history_url,
          "--prewarm", "configmaps", "--log-level", "warning"],
         stdout=subprocess.DEVNULL, stderr=said, env=dict(os.environ))
     url = f"http://127.0.0.1:{port}"
@@ -80,9 +86,10 @@ def test_sigkill_while_writing_leaves_a_whole_file_and_loses_nothing_it_committe
         wait_until(lambda: _written(url) > 300, 60, message="the gateway writing its history")
         gateway.send_signal(signal.SIGKILL)
         gateway.wait(10)
-        with sqlite3.connect(store) as db:
-            assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-        committed = set(_rows(store))
+        if history_url.startswith("sqlite:///"):
+            with sqlite3.connect(history_url[len("sqlite:///"):]) as db:
+                assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        committed = set(_rows(history_url))
         assert len(committed) > 300
         time.sleep(1.0)  # more changes while no gateway runs
     finally:
@@ -93,7 +100,7 @@ def test_sigkill_while_writing_leaves_a_whole_file_and_loses_nothing_it_committe
             gateway.kill()
         gateway.wait(10)
         said.close()
-    with run_gateway(local_cluster, history=f"sqlite:///{store}") as again, \
+    with run_gateway(local_cluster, history=history_url) as again, \
             httpx.Client(base_url=again.url, timeout=30) as http:
         assert http.get(base).status_code == 200
         last = kube.get(base)["metadata"]["resourceVersion"]
@@ -104,7 +111,7 @@ def test_sigkill_while_writing_leaves_a_whole_file_and_loses_nothing_it_committe
             return any(hi >= int(last) for _, hi in spans)
 
         wait_until(caught_up, 30, message="the restarted gateway's store caught up")
-        after = _rows(store)
+        after = _rows(history_url)
         assert committed <= set(after)  # nothing committed is lost
         keys = [(ns, name, rv) for ns, name, rv, _ in after]
         assert len(keys) == len(set(keys))  # nothing twice
