@@ -161,28 +161,38 @@ class ClusterHistory:
         return await run_blocking(self.writer.flushed, timeout)
 
     async def changes_page(self, resource: str, version: int,
-                           place: tuple[int, str, str] | None, upto: int, namespace: str | None, known: set[tuple[str, str]],
-                           limit: int = REPLAY_PAGE
+                           place: tuple[int, str, str] | None, upto: int,
+                           namespace: str | None, known: set[tuple[str, str]],
+                           limit: int | None = None
                            ) -> tuple[list[Change], dict[tuple[str, str], bytes]]:
-        """One page of the changes after ``version`` (after ``place``, ``(rv, namespace,
-        name)`` of the last one read, when given) up to ``upto``, oldest first (in ``namespace`` if
-        given), and the state at ``version`` of each object they change that is not in
-        ``known`` (a watch's transitions need an object's state before its change).
+        """One page (``limit``, default ``REPLAY_PAGE``) of the changes after ``version``
+        (after ``place``, ``(rv, namespace, name)`` of the last one read, when given) up to
+        ``upto``, oldest first (in ``namespace`` if given), and the state at ``version`` of
+        each object they change that is not in ``known`` (a watch's transitions need an
+        object's state before its change).
 
         Raises:
-            StatusError: 503 when the store cannot be read.
+            StatusError: 410 when retention forgot ``version`` meanwhile; 503 when the store
+                cannot be read.
         """
         return await self._read(self._changes_page, resource, version, place, upto, namespace,
-                                known, REPLAY_PAGE)
+                                known, limit or REPLAY_PAGE)
 
     def _changes_page(self, resource: str, version: int, place: tuple[int, str, str] | None,
-                      upto: int,
-                      namespace: str | None, known: set[tuple[str, str]], limit: int
-                      ) -> tuple[list[Change], dict[tuple[str, str], bytes]]:
+                      upto: int, namespace: str | None, known: set[tuple[str, str]],
+                      limit: int) -> tuple[list[Change], dict[tuple[str, str], bytes]]:
         rows = self.store.changes_from(self.cluster, resource, version, place, upto, limit,
                                        namespace)
         new = sorted({(r.namespace, r.name) for r in rows} - known)
-        return rows, self.store.states_at(self.cluster, resource, version, new)
+        states = self.store.states_at(self.cluster, resource, version, new)
+        # retention may have run since the replay began, or between these reads: the rows it
+        # took would be missing without a word. Read after them, a span still holding
+        # ``version`` says they were all there; else the stream ends as the API server's
+        # does when its window passes it: 410
+        spans = self.store.spans(self.cluster, resource)
+        if _span_of(spans, version) is None:
+            raise expired(version, spans[0][0] if spans else None)
+        return rows, states
 
     async def seed(self, group: str, version: str, resource: str) -> Seed | None:
         """The stored state a resource's cache may begin from instead of a list (a restart,

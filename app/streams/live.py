@@ -87,10 +87,14 @@ class LiveStream:
                     yield chunk
                     continue
                 # read as it is sent (a replay from the history store: ``app.streams.past``)
-                async for piece in chunk:
-                    if subscriber.hung_up:
-                        return
-                    yield piece
+                try:
+                    async for piece in chunk:
+                        if subscriber.hung_up:
+                            return
+                        yield piece
+                except StatusError as error:  # the store went away, or retention passed it
+                    yield self.encoder.refused(error)
+                    return
             del first
             if not live:
                 return

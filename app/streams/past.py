@@ -14,7 +14,9 @@ as the hub's are — each with the object's previous
 state, so that a selection's transitions (a label that stops matching: ``DELETED``) are
 what they were live, and each standing at its own version (a point: its SSE id is its
 version, resumable anywhere). A deletion a relist found (its version unknown, stored at the
-relist's) goes out stamped with that version, as it went out live.
+relist's) goes out stamped with that version, as it went out live. A page the store cannot
+give (gone away; or retention forgot the version meanwhile, which each page checks) ends the
+stream with its ``ERROR`` after what was sent (``app.streams.live``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,26 @@
-"""What the live history tests share: the ConfigMaps they change, and when the store has one."""
+"""What the history tests share: a short history of Pods to write; the ConfigMaps the live
+tests change, and when the store has one."""
 
 from __future__ import annotations
+
+import orjson
+
+from app.history.store import ADDED, DELETED, MODIFIED, Change
+
+PODS = "v1/pods"
+
+
+def change(kind: int, rv: int, name: str, namespace: str = "shop", **spec) -> Change:
+    """A change of Pod ``name`` at ``rv`` (received at ``1000 + rv``)."""
+    raw = orjson.dumps({"metadata": {"name": name, "namespace": namespace,
+                                     "resourceVersion": str(rv), "uid": f"u-{name}"},
+                        "spec": spec})
+    return Change(kind, rv, namespace, name, 1000.0 + rv, raw)
+
+
+# a, b added; a changed; b deleted and added again; a changed again — exact from 10 to 15
+HISTORY = [change(ADDED, 10, "a"), change(ADDED, 11, "b"), change(MODIFIED, 12, "a", x=1),
+           change(DELETED, 13, "b"), change(ADDED, 14, "b"), change(MODIFIED, 15, "a", x=2)]
 
 
 def configmap(name: str, **labels) -> dict:

@@ -16,7 +16,7 @@ from app.history.store import ForeignStore
 from app.settings import Settings
 from control_plane.fake import FakeCluster
 from tests.app.conftest import run_gateway
-from tests.app.history.kept import configmap
+from tests.app.history.kept import HISTORY, PODS, configmap
 from tests.helpers import wait_until
 
 BASE = "/api/v1/namespaces/shop/configmaps"
@@ -104,3 +104,28 @@ def test_reads_of_the_past_beyond_the_bound_are_told_to_come_back(tmp_path, monk
     assert refused[0].headers["Retry-After"] == "1"
     assert outcomes.count(None) == 8
     store.close()
+
+
+def test_a_replay_that_retention_passes_ends_with_410_never_with_a_silent_gap(store):
+    from app.history.cluster_history import ClusterHistory
+    from app.history.store import Span
+    from app.kube.status import StatusError
+
+    store.write("c", [(PODS, c) for c in HISTORY] + [(PODS, Span(10, 15))], 0.0)
+    history = ClusterHistory(store, "c", 3600)
+    history.writer.claimed = True
+
+    async def pages() -> list:
+        first, _ = await history.changes_page(PODS, 10, None, 15, None, set(), limit=2)
+        store.forget_before("c", PODS, 13)  # retention, between two pages of the replay
+        try:
+            await history.changes_page(PODS, 10, (first[-1].rv, "shop", first[-1].name), 15,
+                                       None, set(), limit=2)
+        except StatusError as error:
+            return [first, error]
+        return [first, None]
+
+    first, error = asyncio.run(pages())
+    assert [c.rv for c in first] == [11, 12]
+    assert error is not None and error.code == 410 and error.reason == "Expired"
+    assert "the oldest version kept is 13" in error.message

@@ -11,25 +11,13 @@ import pytest
 
 from informer_core.encoded import EncodedObject
 from app.history.sqlite_store import SQLiteStore
-from app.history.store import (ADDED, DELETED, KEPT, MODIFIED, Baseline, Change, ForeignStore,
+from app.history.store import (ADDED, DELETED, KEPT, MODIFIED, Baseline, ForeignStore,
                                Span, StoreUnavailable, redacted)
-
-PODS = "v1/pods"
-
-
-def change(kind: int, rv: int, name: str, namespace: str = "shop", **spec) -> Change:
-    raw = orjson.dumps({"metadata": {"name": name, "namespace": namespace,
-                                     "resourceVersion": str(rv), "uid": f"u-{name}"},
-                        "spec": spec})
-    return Change(kind, rv, namespace, name, 1000.0 + rv, raw)
+from tests.app.history.kept import HISTORY, PODS, change
 
 
 def names_at(store, version: int) -> dict[str, int]:
     return {name: rv for _, name, rv, _ in store.live_at("c", PODS, version)}
-
-
-HISTORY = [change(ADDED, 10, "a"), change(ADDED, 11, "b"), change(MODIFIED, 12, "a", x=1),
-           change(DELETED, 13, "b"), change(ADDED, 14, "b"), change(MODIFIED, 15, "a", x=2)]
 
 
 def test_the_state_at_each_version_is_the_changes_up_to_it(store):

@@ -10,7 +10,7 @@ import pytest
 from app.history.sqlite_store import SQLiteStore
 from app.history.store import ADDED, KEPT, MODIFIED, Span, StoreUnavailable
 from app.history.writer import HistoryWriter
-from tests.app.history.test_store import change
+from tests.app.history.kept import change
 from tests.helpers import wait_until
 
 PODS = "core/v1/pods"
