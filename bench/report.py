@@ -539,9 +539,7 @@ def render(results: dict) -> str:
         p = results["past"]
         parts.append(_PAST.format(pods=p["pods"], changes=p["changes"], seconds=p["seconds"],
                                   rounds=p["rounds"]))
-        if p.get("command"):  # measured apart from the rest, and said so
-            parts.append(f"These rows come from a run of their own, on the same machine and day: "
-                         f"`{p['command']}`.\n")
+        parts.extend(_apart(p))
         parts.append(past.table(p) + "\n")
         parts.append(past.figures_table(p) + "\n")
     if "past_restart" in results:  # make bench-history: a run of its own
@@ -563,9 +561,7 @@ def render(results: dict) -> str:
         if "settle" in s:  # results from before it was recorded say nothing of it
             parts.append(f"A subscriber count's `lost` is counted as above, its receiver's deadline "
                          f"the changes' {s['fan_seconds']:g} s plus {s['settle']:g} s.\n")
-        if s.get("command"):  # measured apart from the rest, and said so
-            parts.append(f"These rows come from a run of their own, on the same machine and day: "
-                         f"`{s['command']}`.\n")
+        parts.extend(_apart(s))
         parts.append(scale.objects_table(s) + "\n")
         parts.append(scale.subscribers_table(s) + "\n")
     if "scale_large" in results:  # make bench-scale: a run of its own
@@ -600,3 +596,11 @@ def render(results: dict) -> str:
                          f"`{c['command']}` (its own API server, seeded the same way).\n")
         parts.append(clients.table(c) + "\n")
     return "\n".join(parts)
+
+
+def _apart(section: dict) -> list[str]:
+    """The line saying a section's rows were measured apart from the rest (by its command)."""
+    if not section.get("command"):
+        return []
+    return [f"These rows come from a run of their own, on the same machine and day: "
+            f"`{section['command']}`.\n"]

@@ -54,6 +54,9 @@ class PostgresStore(HistoryStore):
     def _transaction(self, connection: Any) -> Any:
         return connection.transaction()
 
+    def _broken(self, connection: Any) -> bool:
+        return bool(connection.broken)
+
     def _locked_schema(self, fn: Any) -> Any:
         def locked(cursor: Any) -> Any:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_KEY_SCHEMA,))

@@ -176,19 +176,35 @@ class HistoryStore:
     def _sql(self, text: str) -> str:
         return text if self.param == "?" else text.replace("?", self.param)
 
+    def _broken(self, connection: Any) -> bool:
+        """Whether ``connection`` itself was lost (its server restarted, failed over, ended it),
+        as opposed to a statement failing on a connection that still works."""
+        return False
+
     def _run(self, fn: Any) -> Any:
-        """Run ``fn(cursor)`` in one transaction on this thread's connection."""
-        connection = self.connection()
-        try:
-            with self._transaction(connection):
-                cursor = connection.cursor()
-                try:
-                    return fn(cursor)
-                finally:
-                    cursor.close()
-        except self._driver_errors() as exc:  # said as ours; a bug of ours stays a bug
-            self.forget_connection()
-            raise StoreUnavailable(f"{self.describe()}: {type(exc).__name__}: {exc}") from None
+        """Run ``fn(cursor)`` in one transaction on this thread's connection.
+
+        A connection kept from before that turns out lost is replaced and the transaction
+        run once more on the new one (each thread keeps its own: after a server restart each
+        would otherwise fail its next read once). Running twice is safe: every write is keyed,
+        so a transaction that did commit before the loss writes nothing new the second time.
+        """
+        for last in (False, True):
+            connection = self.connection()
+            try:
+                with self._transaction(connection):
+                    cursor = connection.cursor()
+                    try:
+                        return fn(cursor)
+                    finally:
+                        cursor.close()
+            except self._driver_errors() as exc:  # said as ours; a bug of ours stays a bug
+                self.forget_connection()
+                if not last and self._broken(connection):
+                    continue
+                raise StoreUnavailable(f"{self.describe()}: {type(exc).__name__}: {exc}") \
+                    from None
+        raise AssertionError("unreachable")
 
     # -- schema ---------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import orjson
 
 from app.history.store import ADDED, DELETED, MODIFIED, Change
+from tests.helpers import wait_until
 
 PODS = "v1/pods"
 
@@ -34,3 +35,10 @@ def kept(running, version: int) -> bool:
     history = running.gateway.default.history
     return any(lo <= version <= hi for lo, hi in history.store.spans(history.cluster,
                                                                       "core/v1/configmaps"))
+
+
+def wait_kept(running, made: dict | str | int) -> None:
+    """Wait until the gateway's store holds ``made``'s version (an object the API server
+    answered with, or a version)."""
+    version = int(made["metadata"]["resourceVersion"] if isinstance(made, dict) else made)
+    wait_until(lambda: kept(running, version), 10, message=f"the store caught up to {version}")

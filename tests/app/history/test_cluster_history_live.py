@@ -15,7 +15,7 @@ import pytest
 
 from control_plane.kubeapi import KubeAPI
 from tests.app.conftest import run_gateway
-from tests.app.history.kept import configmap, kept
+from tests.app.history.kept import configmap, wait_kept
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.cluster
@@ -44,7 +44,7 @@ def test_exact_lists_at_past_versions_are_the_api_servers_even_after_compaction(
         b2 = kube.create(base, configmap("b", tier="web"))  # the same name again, another object
         versions.append(b2["metadata"]["resourceVersion"])
         running.wait_seen(b2)
-        wait_until(lambda: kept(running, int(versions[-1])), 10, message="the store caught up")
+        wait_kept(running, versions[-1])
 
         theirs = {}
         for version in versions:
@@ -114,8 +114,7 @@ def test_a_restart_on_the_store_serves_at_once_and_watches_on_without_a_list(
         kube.create(base, configmap("a"))
         b = kube.create(base, configmap("b"))
         first.wait_seen(b)
-        wait_until(lambda: kept(first, int(b["metadata"]["resourceVersion"])), 10,
-                   message="the store caught up")
+        wait_kept(first, b)
         before = int(b["metadata"]["resourceVersion"])
     # while no gateway runs
     a = kube.patch(f"{base}/a", {"data": {"v": "1"}})
@@ -131,8 +130,7 @@ def test_a_restart_on_the_store_serves_at_once_and_watches_on_without_a_list(
         assert stats.seeded and stats.lists == 0
         assert _configmap_lists(kube) == lists  # the API server answered no LIST
         assert _names(http, base) == _items(kube.get(base))
-        wait_until(lambda: kept(second, int(c["metadata"]["resourceVersion"])), 10,
-                   message="the store caught up")
+        wait_kept(second, c)
         history = http.get(f"/history{base}/a").json()["items"]
         assert [(h["type"], h["resourceVersion"]) for h in history][:2] == [
             ("MODIFIED", a["metadata"]["resourceVersion"]), ("ADDED", history[1]["resourceVersion"])]
@@ -146,8 +144,7 @@ def test_a_restart_on_the_store_serves_at_once_and_watches_on_without_a_list(
             ("MODIFIED", "a"), ("DELETED", "b"), ("ADDED", "c")]
         last = kube.patch(f"{base}/c", {"data": {"v": "2"}})
         second.wait_seen(last)
-        wait_until(lambda: kept(second, int(last["metadata"]["resourceVersion"])), 10,
-                   message="the store caught up")
+        wait_kept(second, last)
     # while no gateway runs: changes, then a new API server whose watch cache begins now
     kube.patch(f"{base}/a", {"data": {"v": "2"}})
     kube.delete(f"{base}/c")
@@ -162,8 +159,7 @@ def test_a_restart_on_the_store_serves_at_once_and_watches_on_without_a_list(
                        message="the relist's state")
             entry = next(iter(third.gateway.default.caches.entries().values()))
             assert entry.informer.reflector_stats().lists >= 1  # 410 for the stored version
-            wait_until(lambda: kept(third, int(d["metadata"]["resourceVersion"])), 10,
-                       message="the relist's differences written")
+            wait_kept(third, d)  # the relist's differences written
             # the differences as the changes they are: never a phantom delete-and-add
             kinds = {n: [h["type"] for h in http.get(f"/history{base}/{n}").json()["items"]]
                      for n in ("a", "c", "d")}
@@ -250,3 +246,42 @@ def test_what_falls_out_of_retention_answers_410_and_the_present_stays(
             wait_until(lambda: http.get(f"{base}?resourceVersion={now}"
                                         f"&resourceVersionMatch=Exact").status_code == 200, 10,
                        message="the newest version kept")
+
+def test_a_postgresql_store_that_refuses_then_comes_back_loses_nothing_and_doubles_nothing(
+        local_cluster, kube, namespace, local_postgres, postgres_history_url):
+    """The database refuses connections and its sessions are ended (a failover, a restart):
+    the present is served as ever, the past is 503 with why, and once it is back every change
+    made meanwhile is written, each once."""
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+    database = postgres_history_url.rsplit("/", 1)[1]
+    with run_gateway(local_cluster, history=postgres_history_url) as running, \
+            httpx.Client(base_url=running.url, timeout=30) as http:
+        assert http.get(base).status_code == 200
+        first = kube.create(base, configmap("a"))
+        wait_kept(running, first)
+        history = running.gateway.default.history
+        local_postgres.sql(f"ALTER DATABASE {database} ALLOW_CONNECTIONS false")
+        local_postgres.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                           f"WHERE datname = '{database}'")
+        try:
+            made = [kube.create(base, configmap("b")), kube.patch(f"{base}/a", {"data": {"v": "1"}}),
+                    kube.create(base, configmap("c"))]
+            running.wait_seen(made[-1])
+            assert _items(http.get(base).json()) == [  # the present: as ever
+                (o["metadata"]["name"], o["metadata"]["resourceVersion"])
+                for o in sorted([made[1], made[0], made[2]], key=lambda o: o["metadata"]["name"])]
+            wait_until(lambda: history.problem() is not None, 15, message="the store seen away")
+            away = http.get(f"/history{base}")
+            assert away.status_code == 503 and away.headers["Retry-After"], away.text
+            assert "password" not in away.text
+        finally:
+            local_postgres.sql(f"ALTER DATABASE {database} ALLOW_CONNECTIONS true")
+        wait_until(lambda: history.problem() is None, 30, message="the store back")
+        wait_kept(running, made[-1])
+        changes = [(c["type"], c["object"]["metadata"]["name"], c["resourceVersion"])
+                   for c in http.get(f"/history{base}").json()["items"]]
+        assert sorted(changes, key=lambda c: int(c[2])) == [
+            ("ADDED", "a", first["metadata"]["resourceVersion"]),
+            ("ADDED", "b", made[0]["metadata"]["resourceVersion"]),
+            ("MODIFIED", "a", made[1]["metadata"]["resourceVersion"]),
+            ("ADDED", "c", made[2]["metadata"]["resourceVersion"])]

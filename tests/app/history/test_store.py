@@ -192,3 +192,18 @@ def test_a_replay_reads_page_by_page_from_where_the_last_ended_and_states_before
     before = store.states_at("c", PODS, 12, [("shop", "a"), ("shop", "b"), ("shop", "x")])
     assert {k: orjson.loads(v)["metadata"]["resourceVersion"] for k, v in before.items()} == {
         ("shop", "a"): "12", ("shop", "b"): "11"}
+
+
+def test_a_postgresql_connection_lost_is_replaced_on_its_next_use(local_postgres,
+                                                                   postgres_history_url):
+    from app.history.postgres_store import PostgresStore
+
+    store = PostgresStore(postgres_history_url)
+    store.create()
+    store.write("c", [(PODS, c) for c in HISTORY] + [(PODS, Span(10, 15))], 0.0)
+    database = postgres_history_url.rsplit("/", 1)[1]
+    local_postgres.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                       f"WHERE datname = '{database}'")  # a server restart, as this thread sees it
+    assert store.spans("c", PODS) == [(10, 15)]  # read on a new connection: no error
+    assert store.write("c", [(PODS, change(MODIFIED, 16, "a", x=3))], 0.0) == 1
+    store.close()

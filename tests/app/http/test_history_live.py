@@ -9,8 +9,7 @@ import jsonpatch
 import pytest
 
 from tests.app.conftest import run_gateway
-from tests.app.history.kept import configmap, kept
-from tests.helpers import wait_until
+from tests.app.history.kept import configmap, wait_kept
 
 pytestmark = pytest.mark.cluster
 
@@ -28,8 +27,7 @@ def test_an_objects_history_is_its_changes_newest_first_each_a_patch_from_the_on
         kube.delete(f"{base}/web")
         last = kube.patch(f"{base}/other", {"data": {"v": "9"}})
         running.wait_seen(last)
-        wait_until(lambda: kept(running, int(last["metadata"]["resourceVersion"])), 10,
-                   message="the store caught up")
+        wait_kept(running, last)
 
         answer = http.get(f"/history{base}/web")
         assert answer.status_code == 200, answer.text

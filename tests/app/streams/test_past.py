@@ -12,8 +12,7 @@ from app.history import cluster_history
 from app.history.store import StoreUnavailable
 from control_plane.fake import FakeCluster
 from tests.app.conftest import run_gateway
-from tests.app.history.kept import configmap, kept
-from tests.helpers import wait_until
+from tests.app.history.kept import configmap, wait_kept
 
 BASE = "/api/v1/namespaces/shop/configmaps"
 
@@ -45,8 +44,7 @@ def test_a_replay_that_cannot_go_on_ends_with_the_error_after_what_it_sent(
         assert http.get(BASE).status_code == 200
         made = [fake.create(BASE, configmap(f"c{i}")) for i in range(6)]
         running.wait_seen(made[-1])
-        wait_until(lambda: kept(running, int(made[-1]["metadata"]["resourceVersion"])), 10,
-                   message="the store caught up")
+        wait_kept(running, made[-1])
         start = made[0]["metadata"]["resourceVersion"]
         answer = http.get(f"{BASE}?watch=1&resourceVersion={start}&timeoutSeconds=20")
         assert answer.elapsed.total_seconds() < 10  # ended by the fault, not the timeout

@@ -13,8 +13,7 @@ import orjson
 import pytest
 
 from tests.app.conftest import run_gateway
-from tests.app.history.kept import configmap, kept
-from tests.helpers import wait_until
+from tests.app.history.kept import configmap, wait_kept
 
 pytestmark = pytest.mark.cluster
 
@@ -44,8 +43,7 @@ def test_a_watch_from_a_version_older_than_the_ring_is_the_api_servers_then_goes
         kube.delete(f"{base}/b")
         last = kube.patch(f"{base}/c", {"data": {"v": "2"}})
         running.wait_seen(last)
-        wait_until(lambda: kept(running, int(last["metadata"]["resourceVersion"])), 10,
-                   message="the store caught up")
+        wait_kept(running, last)
         assert running.gateway.default.caches.entries()  # the ring (2 events) lost the start
 
         for selector in ("", "&labelSelector=tier%3Dweb"):
