@@ -12,7 +12,16 @@ server reads it: an allow found there is the answer, with no review, and holds u
 RBAC changes (``epoch``). Only what RBAC does not allow is asked — another authorizer
 of the cluster (Node, a webhook) may allow it — and that answer is kept for the deny TTL
 at most, an allow only until RBAC changes too: it may have been the API server's RBAC
-allowing what this copy had not yet seen, which a later change here may take back. A
+allowing what this copy had not yet seen, which a later change here may take back. An
+allow the API server's RBAC gave (its reason ``RBAC: allowed by ...``) while the RBAC held
+here did not is a disagreement of two copies of the same objects a moment apart: the copy
+here may be behind (a binding just made, whose event is on its way), or the API server's
+(a binding just deleted: its authorizer follows RBAC through a watch of its own, and a
+review asked the instant the deletion arrived here may still be allowed there). Kept for
+the deny TTL, that allow let an open stream of a revoked caller run for half a minute,
+with no change of RBAC to come and end it. So it is asked again ``CATCH_UP`` later, and an
+allow still given is kept ``DISAGREEMENT_TTL`` only (``kcg_rbac_disagreements_total``
+counts them: one that keeps growing is a question this copy decides differently). A
 denial is not dropped on a change: RBAC is read before any kept answer, so an allow that
 RBAC gains is seen at once, and a partition made of many denials is not asked again
 after every change of RBAC.
@@ -30,6 +39,7 @@ prefixes would.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Callable
@@ -43,10 +53,13 @@ from app.bridge import run_blocking
 from app.kube.access import Attributes
 from app.kube.status import StatusError, forbidden
 
-__all__ = ["AccessReviews", "Attributes", "forbidden_message"]
+__all__ = ["CATCH_UP", "DISAGREEMENT_TTL", "AccessReviews", "Attributes", "forbidden_message"]
 
 _SA_PREFIX = "system:serviceaccount:"
 _AUTHN_GROUP = "authentication.k8s.io"
+_RBAC_REASON = "RBAC:"  # how the API server's RBAC authorizer begins the reason of its allow
+CATCH_UP = 0.1  # seconds before an allow of the cluster's RBAC that RBAC here lacks is asked again
+DISAGREEMENT_TTL = 1.0  # seconds such an allow, given again, is kept
 
 
 def forbidden_message(user: str, attrs: Attributes, reason: str = "") -> str:
@@ -91,6 +104,7 @@ class AccessReviews:
         self.failures = 0  # reviews the API server could not answer (kcg_reviews_failed_total)
         self.sent = 0  # reviews sent (kcg_access_reviews_total)
         self.local_allows = 0  # accesses RBAC allowed here, with no review
+        self.disagreements = 0  # allows of the cluster's RBAC that RBAC here did not give
 
     @property
     def epoch(self) -> int:
@@ -207,14 +221,37 @@ class AccessReviews:
                              epoch: int) -> tuple[tuple[bool, str, int], float]:
         spec: dict[str, Any] = {**attrs.review_spec(),
                                 **user.review_spec(self.user_prefix, self.group_prefix)}
+        status = await self._ask(spec)
+        ttl = None
+        if epoch and _rbacs_allow(status) and not self.rbac_allows(user, attrs):
+            # the two copies of RBAC a moment apart (see the module): asked again once the
+            # API server's may have caught up; an allow still its RBAC's is kept a moment
+            self.disagreements += 1
+            await asyncio.sleep(CATCH_UP)
+            if not self.rbac_allows(user, attrs):  # (else this copy caught up: allowed)
+                status = await self._ask(spec)
+            if _rbacs_allow(status):
+                ttl = min(DISAGREEMENT_TTL, self.deny_ttl)
+        allowed = bool(status.get("allowed")) and not status.get("denied")
+        reason = str(status.get("reason") or "") if not allowed else ""
+        if ttl is None:
+            if epoch:  # asked beside RBAC: the deny TTL at most (an allow: until RBAC changes)
+                ttl = min(self.deny_ttl, self.allow_ttl)
+            else:
+                ttl = self.allow_ttl if allowed else self.deny_ttl
+        return (allowed, reason, epoch), ttl
+
+    async def _ask(self, spec: dict[str, Any]) -> dict:
+        """The cluster's answer (a ``SubjectAccessReview``'s status), counted."""
         self.sent += 1
         try:
-            status = await run_blocking(self.reviewer.review_access, spec)
+            return await run_blocking(self.reviewer.review_access, spec)
         except ReviewError:
             self.failures += 1
             raise
-        allowed = bool(status.get("allowed")) and not status.get("denied")
-        reason = str(status.get("reason") or "") if not allowed else ""
-        if epoch:  # asked beside RBAC: the deny TTL at most (an allow: until RBAC changes too)
-            return (allowed, reason, epoch), min(self.deny_ttl, self.allow_ttl)
-        return (allowed, reason, epoch), self.allow_ttl if allowed else self.deny_ttl
+
+
+def _rbacs_allow(status: dict) -> bool:
+    """Whether a review's status is an allow of the API server's RBAC authorizer."""
+    return bool(status.get("allowed")) and not status.get("denied") and \
+        str(status.get("reason") or "").startswith(_RBAC_REASON)

@@ -135,6 +135,10 @@ class _CacheCollector(Collector):
                                    labels=["cluster"])
         local = CounterMetricFamily("kcg_rbac_local_allows", "Accesses allowed by the "
                                     "cluster's RBAC read here, with no review", labels=["cluster"])
+        disagreed = CounterMetricFamily("kcg_rbac_disagreements", "Reviews the cluster's "
+                                        "RBAC allowed that its RBAC read here did not (the "
+                                        "two a moment apart: asked again, then kept a second)",
+                                        labels=["cluster"])
         deciding = GaugeMetricFamily("kcg_rbac_deciding", "1 while the cluster's RBAC, followed "
                                      "here, decides (synced and following)", labels=["cluster"])
         for cluster_name, cluster in list(self._clusters().items()):
@@ -143,6 +147,7 @@ class _CacheCollector(Collector):
                 failed.add_metric((cluster_name, "access"), cluster.access.failures)
                 sent.add_metric((cluster_name,), cluster.access.sent)
                 local.add_metric((cluster_name,), cluster.access.local_allows)
+                disagreed.add_metric((cluster_name,), cluster.access.disagreements)
                 rbac = cluster.access.rbac
                 deciding.add_metric((cluster_name,), 1.0 if rbac and rbac.deciding else 0.0)
         tokens = CounterMetricFamily("kcg_token_reviews", "TokenReviews sent to the identity "
@@ -179,9 +184,9 @@ class _CacheCollector(Collector):
             waiting.add_metric((cluster_name,), len(writer.inbox) + len(writer.pending))
             writable.add_metric((cluster_name,), 0.0 if history.problem() else 1.0)
             forgotten.add_metric((cluster_name,), writer.forgotten)
-        yield from (objects, synced, lists, seeded, relists, restarts, events, age, subscribers, up, failed,
-                    sent, local, deciding, tokens, verified, refused, judging, written, waiting,
-                    writable, forgotten)
+        yield from (objects, synced, lists, seeded, relists, restarts, events, age, subscribers,
+                    up, failed, sent, local, disagreed, deciding, tokens, verified, refused,
+                    judging, written, waiting, writable, forgotten)
         try:  # scraped on the loop (/metrics is async): its tasks, a leak's first sign
             tasks = len(asyncio.all_tasks())
         except RuntimeError:

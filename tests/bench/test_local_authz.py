@@ -20,7 +20,7 @@ def test_the_table_puts_both_modes_side_by_side():
                                   "watch_end_p50_ms": 120.0, "watch_end_max_ms": 300.0,
                                   "pod_refused_p50_ms": 30.0, "pod_refused_max_ms": 60.0,
                                   "pod_watch_end_p50_ms": 11.0, "pod_watch_end_max_ms": 17.0,
-                                  "rounds": 10},
+                                  "rounds": 10, "disagreements": 2},
                          "false": {**row, "access_reviews": 1000}},
                "sweep": {"streams": 10_000, "churn_every": 0.2,
                          "still": {"rbac_changes": 0, "gateway_cpu_percent": 61.0, "p50_ms": 66.0,
@@ -33,5 +33,6 @@ def test_the_table_puts_both_modes_side_by_side():
     assert "| first ÷ known, p50 | 3.0× | 3.0× |" in text
     assert "40 / 90 ms" in text and "5.0 MiB" in text
     assert "| a token's Pod deleted → refused (p50 / max of 10) | 30 / 60 ms |" in text
+    assert "the gateway's copy not (a moment apart) | 2 |" in text
     assert "| the gateway's CPU | 61 % | 81 % |" in text
     assert "| deliveries (lost) | 3,000,000 (0) | 2,999,990 (10) |" in text

@@ -42,6 +42,7 @@ def test_quick_benchmark_run_writes_the_report(tmp_path, local_cluster):
     local = orjson.loads(raw.read_bytes())["local_authz"]["modes"]
     assert local["auto"]["access_reviews"] == 0 and local["false"]["access_reviews"] == 20
     assert local["auto"]["refused_max_ms"] > 0 and local["auto"]["watch_end_max_ms"] > 0
+    assert local["auto"]["disagreements"] >= 0  # read from the gateway's /metrics
     assert "| floor SSE |" in report and "µs (the floor " in report  # the fan-out's yardstick
     assert "its receiver's deadline the changes' 2 s plus 3 s." in report  # the quick settings
     assert "The gateway's own CPU is measured in 2 rounds" in report

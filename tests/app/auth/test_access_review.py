@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from app.auth.access_review import Attributes, forbidden_message
 from app.auth.identity import Credentials, UserInfo
+from app.auth.rbac import RBAC
 from app.kube.status import StatusError
 from tests.app.auth.reviewing import ALICE, Clock, authenticator, rbac_reading_pods, reviews, run
 from tests.app.fake_reviewer import TableReviewer
@@ -171,6 +174,79 @@ def test_a_review_asked_beside_rbac_is_kept_until_rbac_changes_or_the_deny_ttl()
     assert len(reviewer.access_reviews) == 2
     clock.now += 30.0
     assert access.cached_check(user, nodes) is None
+
+
+RBAC_ALLOWED = 'RBAC: allowed by RoleBinding "readers/a" of ClusterRole "read-pods" to User "alice"'
+
+
+def test_an_allow_of_the_clusters_rbac_that_rbac_here_lacks_is_asked_again_a_moment_later():
+    """The API server's RBAC follows its bindings through a watch of its own: asked the
+    instant a deletion arrived here, it may still allow. Kept for the deny TTL, that allow
+    let a revoked caller's open watch run on for 30 s; asked again a moment later, the API
+    server has caught up and refuses."""
+    rbac = rbac_reading_pods(("User", "alice"))
+    reviewer = TableReviewer({}, set())
+    reviewer.allow_reason, reviewer.lagging = RBAC_ALLOWED, 1
+    access = _beside(rbac, reviewer)
+    user = UserInfo.from_review(ALICE)
+    pods = Attributes("list", "pods", namespace="a")
+    rbac.delete_binding("RoleBinding", "a", "readers")  # here; not yet at the API server
+    with pytest.raises(StatusError) as refused:
+        run(access.check(user, pods))
+    assert refused.value.code == 403
+    assert len(reviewer.access_reviews) == 2 and access.disagreements == 1
+
+
+def test_an_allow_of_the_clusters_rbac_given_again_is_kept_a_second_only():
+    """Still allowed when asked again (this copy is behind, or the API server's is slow to
+    catch up): kept a second, then asked again. Another authorizer's allow (any other
+    reason) is kept for the deny TTL, as before."""
+    from app.auth.access_review import DISAGREEMENT_TTL
+
+    clock = Clock()
+    rbac = rbac_reading_pods(("User", "alice"))
+    reviewer = TableReviewer({}, set())
+    reviewer.allow_reason, reviewer.lagging = RBAC_ALLOWED, 2
+    access = _beside(rbac, reviewer, clock)
+    user = UserInfo.from_review(ALICE)
+    pods = Attributes("list", "pods", namespace="a")
+    rbac.delete_binding("RoleBinding", "a", "readers")
+    assert run(access.check(user, pods)) == clock.now + DISAGREEMENT_TTL
+    assert len(reviewer.access_reviews) == 2 and access.disagreements == 1
+    assert access.cached_check(user, pods) == clock.now + DISAGREEMENT_TTL  # kept, a second
+    clock.now += DISAGREEMENT_TTL
+    assert access.cached_check(user, pods) is None  # then asked again: caught up, refused
+    with pytest.raises(StatusError):
+        run(access.check(user, pods))
+    assert len(reviewer.access_reviews) == 3
+
+
+def test_an_allow_of_the_clusters_rbac_that_this_copy_catches_up_with_is_not_asked_again():
+    """A binding just made: the review allows what this copy has not seen yet; by the time
+    it would be asked again, the binding's event is here, and RBAC allows it."""
+    rbac = RBAC()
+    rbac.decide(True)
+    reviewer = TableReviewer({}, {("alice", "list", "pods", "a")})
+    reviewer.allow_reason = RBAC_ALLOWED
+    access = _beside(rbac, reviewer)
+    user = UserInfo.from_review(ALICE)
+    pods = Attributes("list", "pods", namespace="a")
+
+    async def check_while_the_binding_arrives() -> float:
+        asking = asyncio.ensure_future(access.check(user, pods))
+        while not reviewer.access_reviews:
+            await asyncio.sleep(0.001)
+        rbac.set_cluster_role({"metadata": {"name": "read-pods"}, "rules": [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]})
+        rbac.set_binding("RoleBinding", {"metadata": {"name": "readers", "namespace": "a"},
+                                         "subjects": [{"kind": "User", "name": "alice"}],
+                                         "roleRef": {"kind": "ClusterRole",
+                                                     "name": "read-pods"}})  # arriving here
+        return await asking
+
+    run(check_while_the_binding_arrives())
+    assert len(reviewer.access_reviews) == 1 and access.disagreements == 1
+    assert access.cached_check(user, pods) == float("inf")  # RBAC's own allow now
 
 
 def test_rbac_that_does_not_decide_is_not_read():

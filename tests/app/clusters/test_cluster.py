@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -100,6 +101,30 @@ RBAC = "/apis/rbac.authorization.k8s.io/v1"
 ANN = {"t-ann": {"username": "ann", "groups": ["system:authenticated"]}}
 
 
+@contextlib.contextmanager
+def _deciding(fake: FakeCluster, reviewer: TableReviewer, **settings):
+    """A gateway over ``fake`` deciding from its RBAC (``--authz-local-rbac true``: the table
+    reviewer cannot be asked for rules), once it does."""
+    from tests.app.conftest import run_gateway
+    from tests.helpers import wait_until
+
+    with run_gateway(fake, reviewer=reviewer, authz="kubernetes", authz_local_rbac="true",
+                     **settings) as running:
+        wait_until(lambda: running.gateway.default.access.rbac.deciding, 10,
+                   message="RBAC followed")
+        yield running
+
+
+def _anns_watch(running):
+    """ann's watch of the Pods of ``shop``, once its first state is in."""
+    from tests.app.readers import LineReader
+
+    reader = LineReader(f"{running.url}/api/v1/namespaces/shop/pods?watch=true",
+                        headers={"Authorization": "Bearer t-ann"})
+    reader.wait_for(lambda lines: any('"p1"' in line for line in lines))
+    return reader
+
+
 def test_open_streams_end_with_a_403_when_rbac_takes_the_right_away():
     """Over an in-memory cluster holding RBAC (``--authz-local-rbac true``: the table reviewer
     cannot be asked for rules): ann's watch and EventSource stream are allowed by a
@@ -109,16 +134,11 @@ def test_open_streams_end_with_a_403_when_rbac_takes_the_right_away():
 
     import httpx
 
-    from tests.app.conftest import run_gateway
     from tests.app.readers import LineReader
-    from tests.helpers import wait_until
 
     fake = _fake_with_ann_reading()
     reviewer = TableReviewer(ANN)
-    with run_gateway(fake, reviewer=reviewer, authz="kubernetes",
-                     authz_local_rbac="true") as running:
-        wait_until(lambda: running.gateway.default.access.rbac.deciding, 10,
-                   message="RBAC followed")
+    with _deciding(fake, reviewer) as running:
         headers = {"Authorization": "Bearer t-ann"}
         path = f"{running.url}/api/v1/namespaces/shop/pods"
         assert httpx.get(path, headers=headers).status_code == 200
@@ -153,8 +173,6 @@ def test_a_change_of_rbac_that_keeps_the_right_costs_open_streams_no_reauthoriza
     import httpx
 
     from app.auth.authorization import Authorization
-    from tests.app.conftest import run_gateway
-    from tests.app.readers import LineReader
     from tests.helpers import wait_until
 
     fake = _fake_with_ann_reading()
@@ -166,16 +184,10 @@ def test_a_change_of_rbac_that_keeps_the_right_costs_open_streams_no_reauthoriza
         return await full(self, grant)
 
     monkeypatch.setattr(Authorization, "reauthorize", counted)
-    with run_gateway(fake, reviewer=TableReviewer(ANN), authz="kubernetes",
-                     authz_local_rbac="true") as running:
-        wait_until(lambda: running.gateway.default.access.rbac.deciding, 10,
-                   message="RBAC followed")
-        headers = {"Authorization": "Bearer t-ann"}
-        path = f"{running.url}/api/v1/namespaces/shop/pods"
-        readers = [LineReader(f"{path}?watch=true", headers=headers) for _ in range(20)]
+    with _deciding(fake, TableReviewer(ANN)) as running:
+        readers = []
         try:
-            for reader in readers:
-                reader.wait_for(lambda lines: any('"p1"' in line for line in lines))
+            readers.extend(_anns_watch(running) for _ in range(20))
             epoch = running.gateway.default.access.epoch
             for i in range(5):  # RBAC changes that leave ann's right as it was
                 fake.create(f"{RBAC}/clusterroles", {"metadata": {"name": f"other-{i}"},
@@ -193,7 +205,39 @@ def test_a_change_of_rbac_that_keeps_the_right_costs_open_streams_no_reauthoriza
             for reader in readers:
                 reader.close()
         assert len(calls) == len(readers)  # the refusal: worded by the full path, once each
-        assert httpx.get(path, headers=headers).status_code == 403
+        assert httpx.get(f"{running.url}/api/v1/namespaces/shop/pods",
+                         headers={"Authorization": "Bearer t-ann"}).status_code == 403
+
+
+@pytest.mark.parametrize("lagging, within", [(1, 1.0), (2, 3.0)])
+def test_a_stream_the_api_servers_lagging_rbac_still_allowed_ends_once_it_caught_up(
+        lagging, within):
+    """The race one revocation in ten met against the real API server: a binding's deletion
+    arrives here first, the stream checked again asks a review, and the API server's own
+    RBAC — a moment behind — still allows it. That allow, kept for the deny TTL with no
+    change of RBAC to come, let the watch run 30 s. Now it is asked again a moment later
+    (refused: the stream ends within a second), and an allow given again is kept a second
+    (the stream's next check, two seconds on at most, is refused)."""
+    import time
+
+    fake = _fake_with_ann_reading()
+    reviewer = TableReviewer(ANN)
+    reviewer.allow_reason = ('RBAC: allowed by RoleBinding "ann-reads/shop" of ClusterRole '
+                             '"read-pods" to User "ann"')
+    with _deciding(fake, reviewer) as running:
+        reader = _anns_watch(running)
+        try:
+            assert reviewer.access_reviews == []  # RBAC here allowed it
+            reviewer.lagging = lagging  # the API server's RBAC: behind by that many answers
+            fake.delete(f"{RBAC}/namespaces/shop/rolebindings/ann-reads")
+            began = time.monotonic()
+            reader.wait_for(lambda lines: any('"code":403' in line for line in lines), 5)
+            took = time.monotonic() - began
+        finally:
+            reader.close()
+        assert running.gateway.default.access.disagreements >= 1
+        assert len(reviewer.access_reviews) == lagging + 1
+        assert took < within, f"the stream ended {took:.2f} s after the binding was deleted"
 
 
 def test_a_merged_stream_lets_go_of_the_cluster_whose_rbac_took_the_right_away(tmp_path):
@@ -243,9 +287,6 @@ def test_a_change_of_rbac_while_a_stream_is_checked_again_is_not_missed(monkeypa
     import time
 
     from app.auth.authorization import Authorization
-    from tests.app.conftest import run_gateway
-    from tests.app.readers import LineReader
-    from tests.helpers import wait_until
 
     fake = _fake_with_ann_reading()
     reviewer = TableReviewer(ANN)
@@ -268,14 +309,10 @@ def test_a_change_of_rbac_while_a_stream_is_checked_again_is_not_missed(monkeypa
     # the check that awaits (a review due): the caches' own answer is made in one step, with
     # no wait in which a change could come (``regranted``)
     monkeypatch.setattr(Authorization, "regranted", lambda self, grant: None)
-    with run_gateway(fake, reviewer=reviewer, authz="kubernetes", authz_local_rbac="true",
-                     bookmark_interval=60.0, heartbeat_interval=60.0) as running:
-        wait_until(lambda: running.gateway.default.access.rbac.deciding, 10,
-                   message="RBAC followed")
-        reader = LineReader(f"{running.url}/api/v1/namespaces/shop/pods?watch=true",
-                            headers={"Authorization": "Bearer t-ann"})
+    with _deciding(fake, reviewer, bookmark_interval=60.0,
+                   heartbeat_interval=60.0) as running:
+        reader = _anns_watch(running)
         try:
-            reader.wait_for(lambda lines: any('"p1"' in line for line in lines))
             fake.create(f"{RBAC}/clusterroles", {"metadata": {"name": "unrelated"}, "rules": []})
             reader.wait_for(lambda lines: any('"code":403' in line for line in lines), 10)
             took = time.monotonic() - revoked[0]

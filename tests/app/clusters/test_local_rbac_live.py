@@ -171,6 +171,31 @@ def test_open_streams_of_a_caller_who_lost_the_right_end_within_a_second(kube, g
     print(f"\n{kind}: ended {took * 1000:.0f} ms after the RoleBinding was deleted")
 
 
+def test_the_api_server_words_an_allow_of_its_rbac_as_the_gateway_reads_it(kube, gateway):
+    """A review's allow that names the API server's RBAC, while RBAC here does not allow, is
+    kept a second only (``app.auth.access_review``): the two copies a moment apart. That
+    rests on the API server's wording, read here from the real one."""
+    from app.auth.access_review import _RBAC_REASON
+
+    account = "worded"
+    binding = bind(kube, PREFIX + account, PREFIX + "read-pods", account)
+    try:
+        cluster = gateway.gateway.default
+        spec = {**Attributes("list", "pods", "", "v1", NS).review_spec(),
+                "user": f"system:serviceaccount:{NS}:{account}",
+                "groups": ["system:serviceaccounts", f"system:serviceaccounts:{NS}",
+                           "system:authenticated"]}
+        status = wait_until(lambda: (lambda s: s if s.get("allowed") else None)(
+            cluster.reviewer.review_access(spec)), 5, message="the binding in effect there")
+        assert status["reason"].startswith(_RBAC_REASON), status
+        assert f'"{PREFIX}{account}/{NS}"' in status["reason"]  # the binding that allowed it
+        other = cluster.reviewer.review_access({**spec, "groups": ["system:masters"],
+                                                "user": "someone"})
+        assert other["allowed"] and not other.get("reason", "").startswith(_RBAC_REASON)
+    finally:
+        kube.delete(binding)
+
+
 def test_what_rbac_does_not_allow_is_asked_of_the_cluster_in_its_words(local_cluster, kube, gateway):
     access = gateway.gateway.default.access
     sent = access.sent
