@@ -53,7 +53,7 @@ from app.bridge import run_blocking
 from app.kube.access import Attributes
 from app.kube.status import StatusError, forbidden
 
-__all__ = ["CATCH_UP", "DISAGREEMENT_TTL", "AccessReviews", "Attributes", "forbidden_message"]
+__all__ = ["AccessReviews", "Attributes", "forbidden_message"]
 
 _SA_PREFIX = "system:serviceaccount:"
 _AUTHN_GROUP = "authentication.k8s.io"
