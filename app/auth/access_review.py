@@ -222,23 +222,22 @@ class AccessReviews:
         spec: dict[str, Any] = {**attrs.review_spec(),
                                 **user.review_spec(self.user_prefix, self.group_prefix)}
         status = await self._ask(spec)
-        ttl = None
-        if epoch and _rbacs_allow(status) and not self.rbac_allows(user, attrs):
+        disagreeing = bool(epoch) and _rbacs_allow(status) and not self.rbac_allows(user, attrs)
+        if disagreeing:
             # the two copies of RBAC a moment apart (see the module): asked again once the
-            # API server's may have caught up; an allow still its RBAC's is kept a moment
+            # API server's may have caught up (unless this copy caught up meanwhile)
             self.disagreements += 1
             await asyncio.sleep(CATCH_UP)
-            if not self.rbac_allows(user, attrs):  # (else this copy caught up: allowed)
+            if not self.rbac_allows(user, attrs):
                 status = await self._ask(spec)
-            if _rbacs_allow(status):
-                ttl = min(DISAGREEMENT_TTL, self.deny_ttl)
-        allowed = bool(status.get("allowed")) and not status.get("denied")
+        allowed = _allowed(status)
         reason = str(status.get("reason") or "") if not allowed else ""
-        if ttl is None:
-            if epoch:  # asked beside RBAC: the deny TTL at most (an allow: until RBAC changes)
-                ttl = min(self.deny_ttl, self.allow_ttl)
-            else:
-                ttl = self.allow_ttl if allowed else self.deny_ttl
+        if not epoch:  # reviews alone decide: the API server's webhook defaults
+            ttl = self.allow_ttl if allowed else self.deny_ttl
+        elif disagreeing and _rbacs_allow(status):  # its RBAC's allow, given again: a moment
+            ttl = min(DISAGREEMENT_TTL, self.deny_ttl)
+        else:  # asked beside RBAC: the deny TTL at most (an allow: until RBAC changes too)
+            ttl = min(self.deny_ttl, self.allow_ttl)
         return (allowed, reason, epoch), ttl
 
     async def _ask(self, spec: dict[str, Any]) -> dict:
@@ -251,7 +250,11 @@ class AccessReviews:
             raise
 
 
+def _allowed(status: dict) -> bool:
+    """Whether a review's status allows: ``allowed``, and not ``denied`` by an authorizer."""
+    return bool(status.get("allowed")) and not status.get("denied")
+
+
 def _rbacs_allow(status: dict) -> bool:
     """Whether a review's status is an allow of the API server's RBAC authorizer."""
-    return bool(status.get("allowed")) and not status.get("denied") and \
-        str(status.get("reason") or "").startswith(_RBAC_REASON)
+    return _allowed(status) and str(status.get("reason") or "").startswith(_RBAC_REASON)

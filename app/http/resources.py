@@ -447,6 +447,8 @@ async def _keep(entry: ResourceCache, list_key: Hashable, tick: int, selection: 
     return KeptBody((whole,), etag)
 
 
+
+
 async def _watch(request: Request, gateway: Any, cluster: Any, grant: Grant,
                  selection: Selection, query: Query, accept: Accept) -> Response:
     encoder = WatchEncoder(accept, query, gateway.settings.bookmark_interval)
